@@ -1,0 +1,54 @@
+#pragma once
+// The quantization config a checkpoint ships (ModelOpt hf_quant_config.json and/or
+// config.json `quantization_config`; compressed-tensors `quantization_config`), reduced to what
+// the engine needs: which modules are quantized, how, and which are left out.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace fp4serve {
+
+enum class QuantProducer { None, ModelOpt, CompressedTensors };
+
+// What a module's weights are, as the config declares it.
+enum class WeightFormat { Unquantized, NVFP4, FP8 };
+
+struct ModuleQuantDecl {
+  WeightFormat weight = WeightFormat::Unquantized;
+  bool activations_quantized = false;  // W4A4 (NVFP4) or W8A8 (FP8) declared
+  std::int64_t group_size = 0;         // 16 for NVFP4
+};
+
+struct QuantConfig {
+  QuantProducer producer = QuantProducer::None;
+  std::string producer_version;
+  std::string quant_algo;           // ModelOpt: NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION; CT: format
+  ModuleQuantDecl default_decl;     // applies to every Linear not ignored
+  std::vector<std::string> ignore;  // fnmatch patterns, or "re:<regex>" (compressed-tensors)
+  std::map<std::string, ModuleQuantDecl> per_module;  // MIXED_PRECISION quantized_layers
+  std::string kv_cache_quant_algo;  // "" when none
+  std::string source;               // file(s) it came from, for messages
+
+  // The config's declaration for one module (e.g. "model.layers.0.mlp.experts.3.up_proj").
+  ModuleQuantDecl decl_for(std::string_view module) const;
+  bool is_ignored(std::string_view module) const;
+};
+
+// Reads hf_quant_config.json and/or config.json's quantization_config from `model_dir`.
+// Both present and disagreeing is an error. No quantization at all yields producer None.
+QuantConfig load_quant_config(const std::filesystem::path& model_dir);
+// The same from parsed documents (either may be null); `source` names them in errors.
+QuantConfig parse_quant_config(const nlohmann::json* hf_quant_config, const nlohmann::json* config_json,
+                               std::string_view source);
+
+// fnmatch-style match with `*` and `?`; "re:" patterns are ECMAScript regexes matched in full.
+// Also tries the name with the "model.language_model." / "language_model." prefix stripped.
+bool module_pattern_matches(std::string_view pattern, std::string_view module);
+
+}  // namespace fp4serve
