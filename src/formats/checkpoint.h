@@ -35,11 +35,18 @@ class Checkpoint {
   // Every tensor, in name order.
   const std::map<std::string, TensorRef, std::less<>>& tensors() const { return tensors_; }
   std::uint64_t total_bytes() const;
+  // Oddities that do not stop loading, e.g. a shard tensor the index does not list (such tensors
+  // are still loaded, as Transformers and vLLM load them). Each line names the file and tensor.
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
+  void add_file(const std::filesystem::path& path);
+  void open_sharded(const std::filesystem::path& index_path);
+
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorRef, std::less<>> tensors_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace fp4serve

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -32,23 +33,43 @@ struct QuantConfig {
   ModuleQuantDecl default_decl;     // applies to every Linear not ignored
   std::vector<std::string> ignore;  // fnmatch patterns, or "re:<regex>" (compressed-tensors)
   std::map<std::string, ModuleQuantDecl> per_module;  // MIXED_PRECISION quantized_layers
+  // compressed-tensors config_groups whose targets name modules (exact names, fnmatch patterns or
+  // "re:" regexes) instead of the "Linear" class; checked in order before default_decl.
+  std::vector<std::pair<std::string, ModuleQuantDecl>> pattern_decls;
   std::string kv_cache_quant_algo;  // "" when none
   std::string source;               // file(s) it came from, for messages
 
   // The config's declaration for one module (e.g. "model.layers.0.mlp.experts.3.up_proj").
   ModuleQuantDecl decl_for(std::string_view module) const;
   bool is_ignored(std::string_view module) const;
+  // The first ignore pattern that matches `module`, or nullptr (for messages).
+  const std::string* ignore_match(std::string_view module) const;
 };
 
 // Reads hf_quant_config.json and/or config.json's quantization_config from `model_dir`.
 // Both present and disagreeing is an error. No quantization at all yields producer None.
 QuantConfig load_quant_config(const std::filesystem::path& model_dir);
 // The same from parsed documents (either may be null); `source` names them in errors.
+// `source` is the checkpoint directory (or any label): errors name "<source>/hf_quant_config.json"
+// and "<source>/config.json".
 QuantConfig parse_quant_config(const nlohmann::json* hf_quant_config, const nlohmann::json* config_json,
                                std::string_view source);
+// The same with each file named explicitly.
+QuantConfig parse_quant_config(const nlohmann::json* hf_quant_config, std::string_view hf_quant_config_name,
+                               const nlohmann::json* config_json, std::string_view config_json_name);
 
-// fnmatch-style match with `*` and `?`; "re:" patterns are ECMAScript regexes matched in full.
-// Also tries the name with the "model.language_model." / "language_model." prefix stripped.
+// Whether an ignore/exclude entry covers `module`:
+//  - "re:<regex>": ECMAScript regex anchored at the start of the name (Python re.match, as
+//    compressed-tensors and vLLM use it);
+//  - a plain name with no wildcard: that module and everything under it ("x" covers "x.y");
+//  - "x*" where x is a literal not ending in '.': ModelOpt's summarized prefix, i.e. "x" and
+//    "x.<anything>" (so "layers.1*" does not cover "layers.10");
+//  - any other fnmatch pattern (`*` crosses dots, `?`, `[seq]`, `[!seq]`): matches the name or one
+//    of its ancestors.
+// The name is tried as written and with its "model.language_model." / "language_model.model." /
+// "language_model." / "model." prefix swapped for each of the others (or stripped), as vLLM does.
 bool module_pattern_matches(std::string_view pattern, std::string_view module);
+// The spellings of `module` that module_pattern_matches tries, the name itself first.
+std::vector<std::string> module_name_variants(std::string_view module);
 
 }  // namespace fp4serve

@@ -4,6 +4,7 @@
 // scale tensors exist with the right dtypes and shapes; any contradiction is an error.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "formats/checkpoint.h"
@@ -23,9 +24,9 @@ struct QuantScheme {
   float weight_scale_2 = 1.0f;  // NVFP4: amax/2688; FP8: weight_scale (amax/448)
   float input_scale = 0.0f;     // 0 when absent
   bool scale_stored_bf16 = false;  // weight_scale_2 came as BF16 (a known ModelOpt quirk)
-  // Tensor names in the checkpoint (empty when not applicable).
-  std::string weight;        // ".weight" or ".weight_packed"
-  std::string block_scale;   // NVFP4 ".weight_scale" [out, in/16] F8_E4M3
+  // Full tensor names in the checkpoint (empty when not applicable).
+  std::string weight;        // "<module>.weight" or "<module>.weight_packed" (compressed-tensors)
+  std::string block_scale;   // NVFP4 "<module>.weight_scale" [out, in/16] F8_E4M3
 };
 
 struct LinearModule {
@@ -33,11 +34,15 @@ struct LinearModule {
   std::int64_t out_features = 0;
   std::int64_t in_features = 0;  // logical (unpacked) input width
   QuantScheme scheme;
+  // > 0 for a fused 3-D expert tensor (`<prefix>.experts.gate_up_proj` [E, 2I, H] or
+  // `<prefix>.experts.down_proj` [E, H, I], transformers-v5 layout): one LinearModule named after
+  // the tensor (no ".weight" suffix) stands for all E experts; out/in are per expert.
+  std::int64_t fused_experts = 0;
 };
 
 struct ResolvedQuantization {
   QuantConfig config;
-  std::vector<LinearModule> modules;  // every 2-D weight of the checkpoint, by name
+  std::vector<LinearModule> modules;  // every 2-D weight of the checkpoint, sorted by name
   std::vector<std::string> warnings;  // things users trip on, for `inspect`
   const LinearModule* find(std::string_view module) const;
 };

@@ -29,6 +29,7 @@ struct SafetensorsHeader {
   std::vector<TensorInfo> tensors;  // sorted by begin offset
   std::map<std::string, std::string> metadata;
   std::uint64_t header_size = 0;     // JSON bytes, excluding the 8-byte length prefix
+  std::uint64_t data_size = 0;       // bytes of the data section (= end of the last tensor)
 };
 
 // Header JSON larger than this is rejected before anything is allocated for it.
@@ -49,6 +50,8 @@ class SafetensorsFile {
   const std::filesystem::path& path() const { return file_.path(); }
   const SafetensorsHeader& header() const { return header_; }
   const std::vector<TensorInfo>& tensors() const { return header_.tensors; }
+  // nullptr when the file has no tensor of that name (linear scan).
+  const TensorInfo* find(std::string_view name) const;
   // Bytes of one tensor; touching them is what pages the data in.
   std::span<const std::uint8_t> data(const TensorInfo& tensor) const;
 

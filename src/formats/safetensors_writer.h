@@ -36,6 +36,7 @@ class SafetensorsWriter {
   std::filesystem::path path_;
   std::vector<TensorDecl> tensors_;
   std::ofstream out_;
+  std::uint64_t header_bytes_ = 0;  // length prefix + padded JSON
   std::uint64_t data_size_ = 0;
   std::uint64_t written_ = 0;
   bool finished_ = false;

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Configures and builds one flavour of fp4serve into build/<flavour>:
+#   release (default) | asan (AddressSanitizer + UBSan) | fuzz (clang + libFuzzer)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flavour=${1:-release}
+jobs=${JOBS:-$(nproc)}
+case "$flavour" in
+  release) args=(-DCMAKE_BUILD_TYPE=Release -DFP4SERVE_WERROR=ON) ;;
+  asan)    args=(-DCMAKE_BUILD_TYPE=Debug -DFP4SERVE_WERROR=ON -DFP4SERVE_SANITIZE=ON) ;;
+  fuzz)    args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DFP4SERVE_FUZZ=ON -DFP4SERVE_TESTS=OFF
+                 -DCMAKE_CXX_COMPILER=clang++) ;;
+  *) echo "build.sh: unknown flavour '$flavour' (release|asan|fuzz)" >&2; exit 2 ;;
+esac
+cmake -S . -B "build/$flavour" -G Ninja "${args[@]}" >/dev/null
+cmake --build "build/$flavour" -j "$jobs"

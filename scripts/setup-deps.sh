@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fp4serve builds and tests with. Idempotent: installs only what is
+# missing, so it is cheap to call from every entry point (README commands, .ci/run).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for the fuzz job
+  libpcre2-dev libutf8proc-dev  # tokenizer: Unicode regex classes and NFC
+  python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,15 @@
+#pragma once
+// `fp4serve <subcommand>`: each subcommand lives in its own cmd_*.cpp and registers itself here.
+namespace CLI {
+class App;
+}
+
+namespace fp4serve::cli {
+
+int run_app(int argc, char** argv);
+
+// One per subcommand file. Each adds its subcommand and the callback that runs it.
+void register_inspect(CLI::App& app);
+void register_synth(CLI::App& app);
+
+}  // namespace fp4serve::cli

@@ -1,0 +1,103 @@
+// `fp4serve synth`: write a random-weight checkpoint of a real model's shape.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/app.h"
+#include "synth/presets.h"
+#include "synth/synth_checkpoint.h"
+#include "util/error.h"
+#include "util/progress_bar.h"
+
+namespace fp4serve::cli {
+
+namespace {
+
+// "5GB", "500MB", "4GiB", "123" -> bytes.
+std::uint64_t parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    fail("--shard-size ", text, ": not a size (examples: 5GB, 500MB, 2GiB)");
+  }
+  std::string unit = text.substr(pos);
+  double mult = 1;
+  if (unit.empty() || unit == "B") mult = 1;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else fail("--shard-size ", text, ": unknown unit '", unit, "' (B, KB, MB, GB, KiB, MiB, GiB)");
+  if (value <= 0) fail("--shard-size ", text, ": must be positive");
+  return static_cast<std::uint64_t>(value * mult);
+}
+
+}  // namespace
+
+void register_synth(CLI::App& app) {
+  auto* cmd = app.add_subcommand("synth", "Write a random-weight checkpoint in a real release's layout");
+  struct Args {
+    std::string arch = "qwen3_moe", preset = "tiny", format = "nvfp4", scope = "all", out, shard_size = "5GB";
+    std::string tokenizer_dir;
+    std::uint64_t seed = 0;
+    bool no_data = false, no_tokenizer = false, force = false, quiet = false;
+    unsigned threads = 0;
+    synth::ShapeOverrides o;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--arch", a->arch, "Architecture: qwen3_moe or qwen3")->capture_default_str();
+  cmd->add_option("--preset", a->preset,
+                  "Shape preset: qwen3_moe tiny|small|30b-a3b|235b-a22b; qwen3 tiny|0.6b|8b")
+      ->capture_default_str();
+  cmd->add_option("--format", a->format, "nvfp4 (ModelOpt), compressed-tensors (NVFP4) or bf16")->capture_default_str();
+  cmd->add_option("--quant-scope", a->scope,
+                  "all: every Linear but router and lm_head; experts: routed experts only")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "Output directory")->required();
+  cmd->add_option("--seed", a->seed, "Random seed; same seed, same bytes")->capture_default_str();
+  cmd->add_option("--shard-size", a->shard_size, "Largest shard, e.g. 5GB or 500MB")->capture_default_str();
+  cmd->add_option("--hidden", a->o.hidden, "Override hidden_size");
+  cmd->add_option("--layers", a->o.layers, "Override num_hidden_layers");
+  cmd->add_option("--heads", a->o.heads, "Override num_attention_heads");
+  cmd->add_option("--kv-heads", a->o.kv_heads, "Override num_key_value_heads");
+  cmd->add_option("--head-dim", a->o.head_dim, "Override head_dim");
+  cmd->add_option("--intermediate", a->o.intermediate, "Override intermediate_size (dense MLP)");
+  cmd->add_option("--experts", a->o.experts, "Override num_experts");
+  cmd->add_option("--experts-per-tok", a->o.experts_per_tok, "Override num_experts_per_tok");
+  cmd->add_option("--moe-intermediate", a->o.moe_intermediate, "Override moe_intermediate_size");
+  cmd->add_option("--vocab", a->o.vocab, "Override vocab_size");
+  cmd->add_flag("--no-data", a->no_data,
+                "Write headers and small tensors only; large tensors become sparse holes that read as zeros "
+                "(for inspecting huge shapes without the disk)");
+  cmd->add_flag("--no-tokenizer", a->no_tokenizer, "Do not copy the Qwen3 tokenizer files");
+  cmd->add_option("--tokenizer-dir", a->tokenizer_dir, "Take tokenizer files from this directory");
+  cmd->add_flag("--force", a->force, "Replace a non-empty output directory");
+  cmd->add_flag("--quiet", a->quiet, "No progress bar");
+  cmd->add_option("--threads", a->threads, "Worker threads (0 = all cores)");
+  cmd->callback([a] {
+    synth::SynthOptions opt;
+    const Arch arch = synth::arch_from_name(a->arch);
+    opt.config = synth::preset_config(arch, a->preset);
+    synth::apply_overrides(opt.config, a->o);
+    opt.format = synth::weight_format_from_name(a->format);
+    opt.scope = synth::quant_scope_from_name(a->scope);
+    opt.seed = a->seed;
+    opt.out_dir = a->out;
+    opt.shard_bytes = parse_size(a->shard_size);
+    opt.no_data = a->no_data;
+    opt.with_tokenizer = !a->no_tokenizer;
+    opt.tokenizer_dir = a->tokenizer_dir;
+    opt.force = a->force;
+    opt.progress = !a->quiet;
+    opt.threads = a->threads;
+    const synth::SynthReport r = synth::write_synthetic_checkpoint(opt);
+    std::cout << "wrote " << r.tensors << " tensors (" << format_bytes(static_cast<double>(r.bytes)) << ") in "
+              << r.shards << " shard(s) to " << a->out << " in " << r.seconds << " s\n";
+  });
+}
+
+}  // namespace fp4serve::cli

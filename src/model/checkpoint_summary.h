@@ -1,0 +1,52 @@
+#pragma once
+// What a checkpoint is, computed from headers and configs only: shape, parameter counts (total
+// and active per token), bytes by dtype, quantization per module group, memory, and bytes read
+// per decoded token (the input of the decode roofline). `fp4serve inspect` prints it.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/model_config.h"
+#include "formats/quant_scheme.h"
+
+namespace fp4serve {
+
+struct ModuleGroup {
+  std::string group;   // e.g. "model.layers.*.mlp.experts.*.up_proj"
+  std::string role;    // tensor_role_name
+  std::string scheme;  // "NVFP4", "FP8", "BF16", ...
+  std::int64_t modules = 0;
+  std::int64_t params = 0;
+  std::uint64_t bytes = 0;  // weight plus its scales
+};
+
+struct CheckpointSummary {
+  std::filesystem::path dir;
+  ModelConfig config;
+  std::string quant_producer;  // "modelopt", "compressed-tensors", "none"
+  std::string quant_algo;
+  bool activation_scales = false;  // input scales present: W4A4 (or W8A8) capable
+  std::size_t files = 0;
+  std::size_t tensors = 0;
+  std::uint64_t total_bytes = 0;
+  std::map<std::string, std::uint64_t> bytes_by_dtype;
+  std::int64_t params_total = 0;
+  std::int64_t params_active = 0;  // per token: top-k routed experts; MTP and vision excluded
+  std::vector<ModuleGroup> groups;
+  std::vector<std::string> excluded;  // the config's ignore / exclude_modules list
+  std::uint64_t resident_weight_bytes = 0;  // weights the text model touches (no MTP, vision)
+  std::uint64_t weight_bytes_per_token = 0;  // read once per decoded token
+  std::uint64_t kv_bytes_per_token = 0;      // BF16 K and V of every full-attention layer
+  std::uint64_t recurrent_state_bytes = 0;   // per sequence, Gated DeltaNet layers (fp32)
+  std::vector<std::string> warnings;
+};
+
+CheckpointSummary summarize_checkpoint(const std::filesystem::path& model_dir);
+nlohmann::json summary_to_json(const CheckpointSummary& summary);
+std::string summary_to_text(const CheckpointSummary& summary);
+
+}  // namespace fp4serve

@@ -1,0 +1,117 @@
+// End-to-end: the real binary, as a user runs it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(FP4SERVE_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("fp4serve_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(Cli, SynthThenInspectTiny) {
+  const auto out = (dir_ / "tiny").string();
+  auto synth = run("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  auto inspect = run("inspect " + out);
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  EXPECT_NE(inspect.out.find("qwen3_moe"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("NVFP4"), std::string::npos) << inspect.out;
+  EXPECT_NE(inspect.out.find("decode reads"), std::string::npos) << inspect.out;
+
+  auto json_run = run("inspect --json " + out);
+  ASSERT_EQ(json_run.code, 0) << json_run.out;
+  const auto j = nlohmann::json::parse(json_run.out);
+  // tiny: hidden 64, 2 layers, 4 q / 2 kv heads of 16, 8 experts (top 2) of 32, vocab 151936.
+  const std::int64_t attn = 64 * 64 + 2 * (32 * 64) + 64 * 64 + 2 * 16 + 2 * 64;
+  const std::int64_t experts = 8 * 3 * 32 * 64;
+  const std::int64_t router = 8 * 64;
+  const std::int64_t total = 2 * (attn + experts + router) + 2 * 151936 * 64 + 64;
+  EXPECT_EQ(j["parameters"]["total"].get<std::int64_t>(), total);
+  EXPECT_EQ(j["parameters"]["active_per_token"].get<std::int64_t>(), total - 2 * experts + 2 * experts * 2 / 8);
+  EXPECT_EQ(j["quantization"]["producer"], "modelopt");
+  EXPECT_TRUE(j["quantization"]["activation_scales"].get<bool>());
+}
+
+TEST_F(Cli, Inspect30bA3bReportsRealCountsInUnderASecond) {
+  const auto out = (dir_ / "30b").string();
+  auto synth = run("synth --preset 30b-a3b --no-data --quiet --out " + out);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  const auto start = std::chrono::steady_clock::now();
+  auto inspect = run("inspect --json " + out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  const auto j = nlohmann::json::parse(inspect.out);
+  // Qwen3-30B-A3B: 30.53 B parameters, 3.35 B active (8 of 128 experts).
+  EXPECT_EQ(j["parameters"]["total"].get<std::int64_t>(), 30532122624);
+  EXPECT_NEAR(j["parameters"]["active_per_token"].get<double>(), 3353145204.0, 1e3);
+  EXPECT_GT(j["files"].get<int>(), 1);
+  EXPECT_LT(seconds, 1.0) << "inspect must read headers only";
+}
+
+TEST_F(Cli, ErrorsNameWhatIsWrongAndExitNonZero) {
+  auto missing = run("inspect " + (dir_ / "nope").string());
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("nope"), std::string::npos) << missing.out;
+
+  auto preset = run("synth --preset huge --out " + (dir_ / "x").string());
+  EXPECT_NE(preset.code, 0);
+  EXPECT_NE(preset.out.find("--preset huge"), std::string::npos) << preset.out;
+  EXPECT_NE(preset.out.find("30b-a3b"), std::string::npos) << preset.out;
+
+  auto arch = run("synth --arch llama --out " + (dir_ / "x").string());
+  EXPECT_NE(arch.code, 0);
+  EXPECT_NE(arch.out.find("llama"), std::string::npos) << arch.out;
+
+  auto shard = run("synth --shard-size 5XB --out " + (dir_ / "x").string());
+  EXPECT_NE(shard.code, 0);
+  EXPECT_NE(shard.out.find("--shard-size"), std::string::npos) << shard.out;
+
+  auto no_cmd = run("");
+  EXPECT_NE(no_cmd.code, 0);
+}
+
+TEST_F(Cli, VersionAndHelp) {
+  auto v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("fp4serve"), std::string::npos);
+  auto h = run("synth --help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("--no-data"), std::string::npos);
+}
+
+}  // namespace
