@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 
@@ -29,9 +28,7 @@ const std::vector<ArchInfo>& arch_table() {
       {Arch::Qwen3, "qwen3", {"Qwen3ForCausalLM"}},
       {Arch::Qwen3Moe, "qwen3_moe", {"Qwen3MoeForCausalLM"}},
       {Arch::Qwen3Next, "qwen3_next", {"Qwen3NextForCausalLM"}},
-      {Arch::Qwen3_5Moe,
-       "qwen3_5_moe",
-       {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"}},
+      {Arch::Qwen3_5Moe, "qwen3_5_moe", {"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"}},
   };
   return table;
 }
@@ -74,17 +71,16 @@ class Fields {
     fail(source_, ": field '", prefix_, key, "' ", what);
   }
   [[noreturn]] void wrong_type(const std::string& key, std::string_view expected, const json& got) const {
-    bad(key, "must be " + std::string(expected) + ", got " + std::string(got.type_name()) + " " +
-                 got.dump());
+    bad(key, "must be " + std::string(expected) + ", got " + std::string(got.type_name()) + " " + got.dump());
   }
 
   std::int64_t integer(const std::string& key, const json& value) const {
-    if (value.is_number_integer()) return value.get<std::int64_t>();
-    if (value.is_number_unsigned()) {
+    if (value.is_number_unsigned()) {  // checked first: is_number_integer() covers it too
       auto u = value.get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(INT64_MAX)) bad(key, "is out of range: " + value.dump());
       return static_cast<std::int64_t>(u);
     }
+    if (value.is_number_integer()) return value.get<std::int64_t>();
     wrong_type(key, "an integer", value);
   }
   std::int64_t req_int(const std::string& key) const {
@@ -97,9 +93,7 @@ class Fields {
     if (!v) return std::nullopt;
     return integer(key, *v);
   }
-  std::int64_t int_or(const std::string& key, std::int64_t fallback) const {
-    return opt_int(key).value_or(fallback);
-  }
+  std::int64_t int_or(const std::string& key, std::int64_t fallback) const { return opt_int(key).value_or(fallback); }
   std::int64_t req_positive(const std::string& key) const {
     std::int64_t v = req_int(key);
     if (v <= 0) bad(key, "must be positive, got " + std::to_string(v));
@@ -207,8 +201,7 @@ RopeScaling parse_rope_scaling(const Fields& parent, const std::string& where, c
     if (!factor) f.bad("factor", "is required for rope type 'yarn'");
     if (!(*factor >= 1.0)) f.bad("factor", "must be >= 1 for yarn, got " + std::to_string(*factor));
     rs.factor = *factor;
-    rs.original_max_position_embeddings =
-        f.int_or("original_max_position_embeddings", max_position_embeddings);
+    rs.original_max_position_embeddings = f.int_or("original_max_position_embeddings", max_position_embeddings);
     if (rs.original_max_position_embeddings <= 0) {
       f.bad("original_max_position_embeddings", "must be positive");
     }
@@ -265,8 +258,8 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
   } else {
     info = find_model_type(*top_type);
     if (!info) {
-      top.bad("model_type", "is '" + *top_type + "', which is not supported (supported: " +
-                                supported_model_types() + ")");
+      top.bad("model_type",
+              "is '" + *top_type + "', which is not supported (supported: " + supported_model_types() + ")");
     }
     cfg.weight_prefix = "model.";
     if (info->arch == Arch::Qwen3_5Moe && text) {
@@ -315,8 +308,7 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
   cfg.num_attention_heads = f.req_positive("num_attention_heads");
   cfg.num_key_value_heads = f.positive_or("num_key_value_heads", cfg.num_attention_heads);
   if (cfg.num_attention_heads % cfg.num_key_value_heads != 0) {
-    f.bad("num_key_value_heads", "(" + std::to_string(cfg.num_key_value_heads) +
-                                     ") must divide num_attention_heads (" +
+    f.bad("num_key_value_heads", "(" + std::to_string(cfg.num_key_value_heads) + ") must divide num_attention_heads (" +
                                      std::to_string(cfg.num_attention_heads) + ")");
   }
   if (f.has("head_dim")) {
@@ -324,8 +316,8 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
   } else {
     if (cfg.hidden_size % cfg.num_attention_heads != 0) {
       f.bad("head_dim", "is missing and hidden_size (" + std::to_string(cfg.hidden_size) +
-                            ") is not a multiple of num_attention_heads (" +
-                            std::to_string(cfg.num_attention_heads) + ")");
+                            ") is not a multiple of num_attention_heads (" + std::to_string(cfg.num_attention_heads) +
+                            ")");
     }
     cfg.head_dim = cfg.hidden_size / cfg.num_attention_heads;
   }
@@ -372,12 +364,11 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
     cfg.rope_scaling = parse_rope_scaling(f, "rope_scaling", *scaling, cfg.max_position_embeddings);
   }
   if (rope_params) {
-    RopeScaling from_params =
-        parse_rope_scaling(f, "rope_parameters", *rope_params, cfg.max_position_embeddings);
+    RopeScaling from_params = parse_rope_scaling(f, "rope_parameters", *rope_params, cfg.max_position_embeddings);
     if (from_params.type != "default") {
       if (cfg.rope_scaling.type != "default" && cfg.rope_scaling.type != from_params.type) {
-        f.bad("rope_parameters", "says rope type '" + from_params.type + "' but rope_scaling says '" +
-                                     cfg.rope_scaling.type + "'");
+        f.bad("rope_parameters",
+              "says rope type '" + from_params.type + "' but rope_scaling says '" + cfg.rope_scaling.type + "'");
       }
       cfg.rope_scaling = from_params;
     }
@@ -394,8 +385,8 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
     cfg.num_experts = f.req_positive("num_experts");
     cfg.num_experts_per_tok = f.req_positive("num_experts_per_tok");
     if (cfg.num_experts_per_tok > cfg.num_experts) {
-      f.bad("num_experts_per_tok", "(" + std::to_string(cfg.num_experts_per_tok) +
-                                       ") exceeds num_experts (" + std::to_string(cfg.num_experts) + ")");
+      f.bad("num_experts_per_tok", "(" + std::to_string(cfg.num_experts_per_tok) + ") exceeds num_experts (" +
+                                       std::to_string(cfg.num_experts) + ")");
     }
     cfg.moe_intermediate_size = f.req_positive("moe_intermediate_size");
     if (hybrid) cfg.shared_expert_intermediate_size = f.req_positive("shared_expert_intermediate_size");
@@ -411,8 +402,8 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
       std::int64_t layer = cfg.mlp_only_layers[i];
       if (layer < 0 || layer >= cfg.num_hidden_layers) {
         f.bad("mlp_only_layers[" + std::to_string(i) + "]",
-              "is " + std::to_string(layer) + ", outside [0, num_hidden_layers=" +
-                  std::to_string(cfg.num_hidden_layers) + ")");
+              "is " + std::to_string(layer) +
+                  ", outside [0, num_hidden_layers=" + std::to_string(cfg.num_hidden_layers) + ")");
       }
     }
     bool any_dense = false;
@@ -439,8 +430,7 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
   } else if (hybrid) {
     std::int64_t interval = f.positive_or("full_attention_interval", 4);
     for (std::int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
-      cfg.layer_types.push_back((i + 1) % interval != 0 ? LayerType::LinearAttention
-                                                        : LayerType::FullAttention);
+      cfg.layer_types.push_back((i + 1) % interval != 0 ? LayerType::LinearAttention : LayerType::FullAttention);
     }
   } else {
     cfg.layer_types.assign(static_cast<std::size_t>(cfg.num_hidden_layers), LayerType::FullAttention);

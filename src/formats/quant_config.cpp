@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "util/error.h"
 
@@ -33,7 +32,9 @@ std::string lower(std::string s) {
 // ---------------------------------------------------------------------------------------------
 // Pattern matching
 
-bool has_wildcard(std::string_view p) { return p.find_first_of("*?[") != std::string_view::npos; }
+bool has_wildcard(std::string_view p) {
+  return p.find_first_of("*?[") != std::string_view::npos;
+}
 
 // One fnmatch character class starting at p[i] == '['. Returns false when malformed (then '['
 // is literal). On success sets `matched` and `next` (index after ']').
@@ -115,28 +116,105 @@ const std::regex& compiled_regex(const std::string& body) {
 }
 
 bool match_variant(std::string_view pattern, std::string_view name) {
+  if (pattern.empty()) return false;
   if (pattern.substr(0, 3) == "re:") {
     const std::regex& re = compiled_regex(std::string(pattern.substr(3)));
     std::string s(name);
     return std::regex_search(s, re, std::regex_constants::match_continuous);
   }
   // ModelOpt's summarized prefix "x*": exactly x or something under x.
-  const bool prefix_star = pattern.size() >= 2 && pattern.back() == '*' &&
-                           pattern[pattern.size() - 2] != '.' &&
+  const bool prefix_star = pattern.size() >= 2 && pattern.back() == '*' && pattern[pattern.size() - 2] != '.' &&
                            !has_wildcard(pattern.substr(0, pattern.size() - 1));
   std::string_view literal = prefix_star ? pattern.substr(0, pattern.size() - 1) : pattern;
   // Cheap rejection: the name must start with the pattern's literal head.
   std::size_t head = pattern.find_first_of("*?[");
   std::string_view lit_head = pattern.substr(0, head == std::string_view::npos ? pattern.size() : head);
   if (name.substr(0, lit_head.size()) != lit_head) return false;
-  // The name itself, then each ancestor ("a.b.c" -> "a.b" -> "a").
+  if (prefix_star) {
+    return name == literal ||
+           (name.size() > literal.size() && name.substr(0, literal.size()) == literal && name[literal.size()] == '.');
+  }
+  // A glob ending in '*' that matches an ancestor also matches the name itself.
+  if (pattern.back() == '*') return glob(pattern, name);
+  // The name itself, then each ancestor ("a.b.c" -> "a.b" -> "a"); a candidate must end with the
+  // pattern's literal tail (skipped for patterns with character classes).
+  std::size_t last = pattern.find_last_of("*?]");
+  std::string_view tail = pattern.find('[') != std::string_view::npos || last == std::string_view::npos
+                              ? std::string_view{}
+                              : pattern.substr(last + 1);
   std::string_view cur = name;
   while (true) {
-    if (prefix_star ? cur == literal : glob(pattern, cur)) return true;
+    if (cur.size() >= tail.size() && cur.substr(cur.size() - tail.size()) == tail && glob(pattern, cur)) return true;
     std::size_t dot = cur.rfind('.');
     if (dot == std::string_view::npos) return false;
     cur = cur.substr(0, dot);
   }
+}
+
+// "x" and "x*" (x a literal not ending in '.') both mean "x and everything under it".
+std::optional<std::string_view> subtree_literal(std::string_view pattern) {
+  if (pattern.empty() || pattern.substr(0, 3) == "re:") return std::nullopt;
+  if (!has_wildcard(pattern)) return pattern;
+  if (pattern.size() >= 2 && pattern.back() == '*' && pattern[pattern.size() - 2] != '.' &&
+      !has_wildcard(pattern.substr(0, pattern.size() - 1))) {
+    return pattern.substr(0, pattern.size() - 1);
+  }
+  return std::nullopt;
+}
+
+struct StringHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+namespace detail {
+struct PatternIndex {
+  std::vector<std::string> patterns;  // the list it was built from
+  // Subtree literals -> index of the first pattern spelling them.
+  std::unordered_map<std::string, std::size_t, StringHash, std::equal_to<>> subtree;
+  std::vector<std::size_t> others;  // globs and regexes, ascending
+};
+}  // namespace detail
+
+namespace {
+
+std::shared_ptr<const detail::PatternIndex> build_index(const std::vector<std::string>& patterns) {
+  auto index = std::make_shared<detail::PatternIndex>();
+  index->patterns = patterns;
+  for (std::size_t i = 0; i < patterns.size(); ++i) {
+    if (auto lit = subtree_literal(patterns[i])) {
+      index->subtree.emplace(std::string(*lit), i);  // keeps the first
+    } else if (!patterns[i].empty()) {
+      index->others.push_back(i);
+    }
+  }
+  return index;
+}
+
+// Index (into index.patterns) of the first pattern covering one of `names`, or npos.
+std::size_t first_match(const detail::PatternIndex& index, const std::vector<std::string>& names) {
+  std::size_t best = std::string::npos;
+  if (!index.subtree.empty()) {
+    for (const std::string& name : names) {
+      std::string_view cur = name;
+      while (true) {
+        auto it = index.subtree.find(cur);
+        if (it != index.subtree.end()) best = std::min(best, it->second);
+        std::size_t dot = cur.rfind('.');
+        if (dot == std::string_view::npos) break;
+        cur = cur.substr(0, dot);
+      }
+    }
+  }
+  for (std::size_t i : index.others) {
+    if (i >= best) break;
+    for (const std::string& name : names) {
+      if (match_variant(index.patterns[i], name)) return i;
+    }
+  }
+  return best;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,8 +313,7 @@ ModuleQuantDecl modelopt_decl(const std::string& algo, std::optional<std::int64_
     d.activations_quantized = true;
     return d;
   }
-  w.bad(key, "is '" + algo + "', which is not supported (supported: " + std::string(kSupportedModelOptAlgos) +
-                 ")");
+  w.bad(key, "is '" + algo + "', which is not supported (supported: " + std::string(kSupportedModelOptAlgos) + ")");
 }
 
 // The ModelOpt body: either hf_quant_config.json's "quantization" object or the flat
@@ -363,8 +440,7 @@ ModuleQuantDecl ct_group_decl(const json& group, const std::string& format, cons
     d.weight = WeightFormat::FP8;
     return d;
   }
-  gw.bad("format", "is '" + format + "', which is not supported (supported: " + std::string(kSupportedCtFormats) +
-                       ")");
+  gw.bad("format", "is '" + format + "', which is not supported (supported: " + std::string(kSupportedCtFormats) + ")");
 }
 
 QuantConfig parse_compressed_tensors(const json& qcfg, const Where& w) {
@@ -446,8 +522,7 @@ std::string describe_decl(const ModuleQuantDecl& d) {
 }
 
 bool same_decl(const ModuleQuantDecl& a, const ModuleQuantDecl& b) {
-  return a.weight == b.weight && a.activations_quantized == b.activations_quantized &&
-         a.group_size == b.group_size;
+  return a.weight == b.weight && a.activations_quantized == b.activations_quantized && a.group_size == b.group_size;
 }
 
 json read_json(const std::filesystem::path& path) {
@@ -467,8 +542,8 @@ json read_json(const std::filesystem::path& path) {
 // ---------------------------------------------------------------------------------------------
 
 std::vector<std::string> module_name_variants(std::string_view module) {
-  static constexpr std::string_view kPrefixes[] = {"model.language_model.", "language_model.model.",
-                                                   "language_model.", "model."};
+  static constexpr std::string_view kPrefixes[] = {"model.language_model.", "language_model.model.", "language_model.",
+                                                   "model."};
   std::string_view core = module;
   for (std::string_view p : kPrefixes) {
     if (module.substr(0, p.size()) == p) {
@@ -496,24 +571,26 @@ bool module_pattern_matches(std::string_view pattern, std::string_view module) {
 const std::string* QuantConfig::ignore_match(std::string_view module) const {
   if (ignore.empty()) return nullptr;
   std::vector<std::string> names = module_name_variants(module);
-  for (const std::string& pattern : ignore) {
-    for (const std::string& name : names) {
-      if (match_variant(pattern, name)) return &pattern;
-    }
-  }
-  return nullptr;
+  std::shared_ptr<const detail::PatternIndex> index = ignore_index;
+  if (!index || index->patterns != ignore) index = build_index(ignore);  // edited since parsing
+  std::size_t i = first_match(*index, names);
+  return i == std::string::npos ? nullptr : &ignore[i];
 }
 
-bool QuantConfig::is_ignored(std::string_view module) const { return ignore_match(module) != nullptr; }
+bool QuantConfig::is_ignored(std::string_view module) const {
+  return ignore_match(module) != nullptr;
+}
 
 ModuleQuantDecl QuantConfig::decl_for(std::string_view module) const {
   if (producer == QuantProducer::None || is_ignored(module)) return ModuleQuantDecl{};
   if (!per_module.empty()) {
     // Exact entry for the module (any prefix spelling), else for its nearest ancestor.
+    std::string key;
     for (const std::string& name : module_name_variants(module)) {
       std::string_view cur = name;
       while (true) {
-        auto it = per_module.find(std::string(cur));
+        key.assign(cur);
+        auto it = per_module.find(key);
         if (it != per_module.end()) return it->second;
         std::size_t dot = cur.rfind('.');
         if (dot == std::string_view::npos) break;
@@ -527,8 +604,9 @@ ModuleQuantDecl QuantConfig::decl_for(std::string_view module) const {
   return default_decl;
 }
 
-QuantConfig parse_quant_config(const json* hf_quant_config, std::string_view hf_name, const json* config_json,
-                               std::string_view config_name) {
+namespace {
+QuantConfig parse_quant_config_impl(const json* hf_quant_config, std::string_view hf_name, const json* config_json,
+                                    std::string_view config_name) {
   std::optional<QuantConfig> from_hf;
   std::optional<QuantConfig> from_cfg;
   if (hf_quant_config) from_hf = parse_hf_quant_config(*hf_quant_config, hf_name);
@@ -549,8 +627,8 @@ QuantConfig parse_quant_config(const json* hf_quant_config, std::string_view hf_
          "stale one");
   }
   if (a.quant_algo != b.quant_algo) {
-    fail(hf_name, " says quant_algo ", a.quant_algo, " but ", config_name, " quantization_config says ",
-         b.quant_algo, "; the two files contradict each other");
+    fail(hf_name, " says quant_algo ", a.quant_algo, " but ", config_name, " quantization_config says ", b.quant_algo,
+         "; the two files contradict each other");
   }
   std::set<std::string> sa(a.ignore.begin(), a.ignore.end());
   std::set<std::string> sb(b.ignore.begin(), b.ignore.end());
@@ -596,6 +674,14 @@ QuantConfig parse_quant_config(const json* hf_quant_config, std::string_view hf_
   if (merged.kv_cache_quant_algo.empty()) merged.kv_cache_quant_algo = a.kv_cache_quant_algo;
   merged.source = std::string(hf_name) + " and " + std::string(config_name);
   return merged;
+}
+}  // namespace
+
+QuantConfig parse_quant_config(const json* hf_quant_config, std::string_view hf_name, const json* config_json,
+                               std::string_view config_name) {
+  QuantConfig qc = parse_quant_config_impl(hf_quant_config, hf_name, config_json, config_name);
+  if (!qc.ignore.empty()) qc.ignore_index = build_index(qc.ignore);
+  return qc;
 }
 
 QuantConfig parse_quant_config(const json* hf_quant_config, const json* config_json, std::string_view source) {

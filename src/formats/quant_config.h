@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,10 @@
 namespace fp4serve {
 
 enum class QuantProducer { None, ModelOpt, CompressedTensors };
+
+namespace detail {
+struct PatternIndex;  // precomputed lookup structure over an ignore list (quant_config.cpp)
+}
 
 // What a module's weights are, as the config declares it.
 enum class WeightFormat { Unquantized, NVFP4, FP8 };
@@ -38,6 +43,10 @@ struct QuantConfig {
   std::vector<std::pair<std::string, ModuleQuantDecl>> pattern_decls;
   std::string kv_cache_quant_algo;  // "" when none
   std::string source;               // file(s) it came from, for messages
+  // Index over `ignore` built by the parsers so that matching ~100k expert modules against a few
+  // hundred patterns stays fast. Used only while it still describes `ignore` exactly; after an edit
+  // of `ignore` (or when null) a temporary index is built per query, which is correct but slower.
+  std::shared_ptr<const detail::PatternIndex> ignore_index;
 
   // The config's declaration for one module (e.g. "model.layers.0.mlp.experts.3.up_proj").
   ModuleQuantDecl decl_for(std::string_view module) const;

@@ -44,37 +44,65 @@ std::string supported_dtypes() {
   return out;
 }
 
-// Parses the header text. Besides syntax, rejects keys that appear twice in one object (the DOM
-// would silently keep one of them) and absurd nesting (which would cost memory, not add meaning).
-json parse_json(std::string_view text, std::string_view source) {
-  std::vector<std::set<std::string>> keys;  // keys seen in each open container, by depth
-  std::string entry;                        // top-level key whose value is being parsed
-  auto check = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) {
-      if (depth >= kMaxJsonDepth) {
-        fail(source, ": header JSON nests more than ", kMaxJsonDepth, " levels deep");
-      }
-      keys.resize(static_cast<std::size_t>(depth) + 1);
-      keys.back().clear();
-    } else if (event == json::parse_event_t::key) {
-      // `depth` counts the open containers, so the object this key belongs to is keys[depth - 1].
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (depth == 1) entry = key;
-      if (!keys.at(static_cast<std::size_t>(depth) - 1).insert(key).second) {
-        if (depth == 1 && key == "__metadata__") fail(source, ": '__metadata__' appears twice in the header");
-        if (depth == 1) fail(source, ": tensor '", key, "' is declared twice in the header");
-        if (entry == "__metadata__") fail(source, ": __metadata__ key '", key, "' appears twice");
-        tensor_fail(source, entry, "key '", key, "' appears twice in its entry");
-      }
+// Builds the DOM in one pass while rejecting keys that appear twice in one object (the DOM would
+// silently keep one of them) and absurd nesting (which would cost memory, not add meaning).
+// nlohmann's callback parser would do the same but rescans the parent object at the end of every
+// child, which is quadratic in the number of tensors (minutes for a 75k-tensor shard).
+class CheckedDomParser : public nlohmann::detail::json_sax_dom_parser<json> {
+  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+
+ public:
+  CheckedDomParser(json& result, std::string_view source) : Base(result, true), source_(source) {}
+
+  bool start_object(std::size_t n) {
+    open();
+    return Base::start_object(n);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    return Base::end_object();
+  }
+  bool start_array(std::size_t n) {
+    open();
+    return Base::start_array(n);
+  }
+  bool end_array() {
+    keys_.pop_back();
+    return Base::end_array();
+  }
+  bool key(json::string_t& key) {
+    const std::size_t depth = keys_.size();  // 1 = a key of the root object
+    if (depth == 1) entry_ = key;
+    if (!keys_.back().insert(key).second) {
+      if (depth == 1 && key == "__metadata__") fail(source_, ": '__metadata__' appears twice in the header");
+      if (depth == 1) fail(source_, ": tensor '", key, "' is declared twice in the header");
+      if (entry_ == "__metadata__") fail(source_, ": __metadata__ key '", key, "' appears twice");
+      tensor_fail(source_, entry_, "key '", key, "' appears twice in its entry");
     }
-    return true;
-  };
+    return Base::key(key);
+  }
+
+ private:
+  void open() {
+    if (keys_.size() >= static_cast<std::size_t>(kMaxJsonDepth))
+      fail(source_, ": header JSON nests more than ", kMaxJsonDepth, " levels deep");
+    keys_.emplace_back();
+  }
+  std::string_view source_;
+  std::vector<std::set<std::string>> keys_;  // keys seen in each open container
+  std::string entry_;                        // root-level key whose value is being parsed
+};
+
+json parse_json(std::string_view text, std::string_view source) {
+  json result;
+  CheckedDomParser parser(result, source);
   try {
-    return json::parse(text.begin(), text.end(), check);
+    json::sax_parse(text.begin(), text.end(), &parser);
   } catch (const json::exception& e) {
     // parse_error for bad syntax or UTF-8; out_of_range for numbers beyond a double.
     fail(source, ": header is not valid JSON: ", e.what());
   }
+  return result;
 }
 
 // A JSON non-negative integer that fits `max`; `what` describes the value in the error.

@@ -66,11 +66,13 @@ CheckpointSummary summarize_checkpoint(const std::filesystem::path& dir) {
   const ModelConfig& c = s.config;
   const Checkpoint ckpt = Checkpoint::open(dir);
   const QuantConfig qc = load_quant_config(dir);
-  const ResolvedQuantization rq = resolve_quantization(ckpt, qc);
+  // Headers only: scale values live in the data section, one page per module.
+  const ResolvedQuantization rq = resolve_quantization(ckpt, qc, ScaleValues::Skip);
   s.quant_producer = producer_name(qc.producer);
   s.quant_algo = qc.quant_algo;
   s.excluded = qc.ignore;
-  s.warnings = rq.warnings;
+  s.warnings = ckpt.warnings();
+  s.warnings.insert(s.warnings.end(), rq.warnings.begin(), rq.warnings.end());
   s.files = ckpt.files().size();
   s.tensors = ckpt.tensors().size();
 

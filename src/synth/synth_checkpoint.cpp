@@ -146,9 +146,12 @@ std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) 
     fill_normal(stream_seed(o.seed, p.module), mean, stddev, values[i]);
     amax = std::max(amax, nvfp4::amax(values[i]));
   }
-  const float weight_scale_2 = nvfp4::global_scale_from_amax(amax);
-  const float input_scale = nvfp4::global_scale_from_amax(kAssumedActivationAmax);
-  const bool inverted = o.format == WeightFormat::CompressedTensorsNvfp4;
+  // Each producer's own formula: ModelOpt stores dequant multipliers (amax/2688),
+  // compressed-tensors their inverse (2688/amax, computed its own way) and quantizes with it.
+  const bool ct = o.format == WeightFormat::CompressedTensorsNvfp4;
+  const float global = ct ? nvfp4::ct_global_scale_from_amax(amax) : nvfp4::global_scale_from_amax(amax);
+  const float input_global = ct ? nvfp4::ct_global_scale_from_amax(kAssumedActivationAmax)
+                                : nvfp4::global_scale_from_amax(kAssumedActivationAmax);
   std::vector<Piece> pieces;
   for (std::size_t i = 0; i < unit.params.size(); ++i) {
     const ParamSpec& p = *unit.params[i];
@@ -157,10 +160,10 @@ std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) 
     Piece packed, scales, ws2, in_scale;
     packed.bytes.resize(static_cast<std::size_t>(rows * cols / 2));
     scales.bytes.resize(static_cast<std::size_t>(rows * cols / nvfp4::kBlock));
-    nvfp4::quantize(values[i], rows, cols, weight_scale_2, packed.bytes, scales.bytes);
-    // compressed-tensors stores both global scales inverted (divisors).
-    append_f32(ws2.bytes, inverted ? 1.0f / weight_scale_2 : weight_scale_2);
-    append_f32(in_scale.bytes, inverted ? 1.0f / input_scale : input_scale);
+    if (ct) nvfp4::quantize_ct(values[i], rows, cols, global, packed.bytes, scales.bytes);
+    else nvfp4::quantize(values[i], rows, cols, global, packed.bytes, scales.bytes);
+    append_f32(ws2.bytes, global);
+    append_f32(in_scale.bytes, input_global);
     values[i] = {};
     pieces.push_back(std::move(packed));
     pieces.push_back(std::move(scales));
@@ -204,8 +207,36 @@ std::vector<WorkItem> work_items(const Unit& unit) {
   return items;
 }
 
+// --no-data for a large quantized unit: packed weights and block scales become holes, but the
+// per-tensor scales stay real (from the distribution's bound), so the checkpoint still resolves.
+std::vector<Piece> skeleton_quantized_unit(const SynthOptions& o, const Unit& unit) {
+  constexpr float kIrwinHallBound = 3.4641016f;  // fill_normal never exceeds sqrt(12) stddevs
+  float amax = 0.0f;
+  for (const ParamSpec* p : unit.params) {
+    float mean = 0, stddev = 0;
+    init_stats(o.config, *p, mean, stddev);
+    amax = std::max(amax, std::fabs(mean) + kIrwinHallBound * stddev);
+  }
+  const bool ct = o.format == WeightFormat::CompressedTensorsNvfp4;
+  const float global = ct ? nvfp4::ct_global_scale_from_amax(amax) : nvfp4::global_scale_from_amax(amax);
+  const float input_global = ct ? nvfp4::ct_global_scale_from_amax(kAssumedActivationAmax)
+                                : nvfp4::global_scale_from_amax(kAssumedActivationAmax);
+  std::vector<Piece> pieces;
+  for (const ParamSpec* p : unit.params) {
+    Piece hole, ws2, in_scale;
+    hole.hole = static_cast<std::uint64_t>(numel(p->shape) / 2 + numel(p->shape) / nvfp4::kBlock);
+    append_f32(ws2.bytes, global);
+    append_f32(in_scale.bytes, input_global);
+    pieces.push_back(std::move(hole));
+    pieces.push_back(std::move(ws2));
+    pieces.push_back(std::move(in_scale));
+  }
+  return pieces;
+}
+
 std::vector<Piece> produce(const SynthOptions& o, const WorkItem& item) {
   if (o.no_data && item.bytes > kSmallTensorBytes) {
+    if (item.unit->quantized) return skeleton_quantized_unit(o, *item.unit);
     Piece hole;
     hole.hole = item.bytes;
     return {std::move(hole)};

@@ -5,15 +5,21 @@
 namespace fp4serve::tokenizer::byte_level {
 namespace {
 
+// Stand-ins are below U+0144, so the reverse map is a small array (-1: not a stand-in).
+constexpr char32_t kStandInLimit = 256 + 68;
+
 struct Tables {
   std::array<char32_t, 256> chars{};
   std::array<std::string, 256> utf8{};
+  std::array<int, kStandInLimit> bytes{};
   Tables() {
+    bytes.fill(-1);
     char32_t next_extra = 256;
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       chars[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next_extra++;
       utf8::append(utf8[static_cast<std::size_t>(b)], chars[static_cast<std::size_t>(b)]);
+      bytes[chars[static_cast<std::size_t>(b)]] = b;
     }
   }
 };
@@ -29,17 +35,8 @@ char32_t char_of(std::uint8_t byte) { return tables().chars[byte]; }
 const std::string& utf8_of(std::uint8_t byte) { return tables().utf8[byte]; }
 
 std::optional<std::uint8_t> byte_of(char32_t c) {
-  // Stand-ins are either the byte itself (printable Latin-1) or U+0100..U+0143.
-  if (c < 256) {
-    if (tables().chars[c] == c) return static_cast<std::uint8_t>(c);
-    return std::nullopt;
-  }
-  if (c >= 256 + 68) return std::nullopt;
-  const auto& chars = tables().chars;
-  for (std::size_t b = 0; b < 256; ++b) {
-    if (chars[b] == c) return static_cast<std::uint8_t>(b);
-  }
-  return std::nullopt;
+  if (c >= kStandInLimit || tables().bytes[c] < 0) return std::nullopt;
+  return static_cast<std::uint8_t>(tables().bytes[c]);
 }
 
 std::string encode(std::string_view bytes) {

@@ -27,16 +27,19 @@ class UnicodeNormalizer final : public Normalizer {
     auto flush = [&](std::size_t run_end) {
       if (run_end == run_begin) return;
       const std::string_view run(s.data() + run_begin, run_end - run_begin);
-      if (run_inert) {
+      std::string normalized;
+      if (!run_inert) normalized = unicode::normalize(run, form_);
+      if (run_inert || normalized == run) {
+        // Unchanged (precomposed text): every byte keeps its own origin.
         for (std::size_t i = 0; i < run.size(); ++i) out.append(run.substr(i, 1), in.byte_origin(run_begin + i));
       } else {
-        out.append(unicode::normalize(run, form_), in.original(run_begin, run_end));
+        append_aligned(in, run_begin, run, normalized, out);
       }
     };
     while (pos < s.size()) {
       const std::size_t char_begin = pos;
       const char32_t c = utf8::next(s, pos);
-      if (unicode::is_inert(c)) {
+      if (unicode::is_inert(c, form_)) {
         flush(char_begin);
         run_begin = char_begin;
         run_inert = true;
@@ -49,14 +52,50 @@ class UnicodeNormalizer final : public Normalizer {
   }
 
  private:
-  static bool all_inert(const std::string& s) {
+  // Appends the normalization of `run` (which starts at byte `run_begin` of `in`) with the
+  // alignments Hugging Face computes: walking the input characters in order, a character with
+  // change <= 0 takes the next input character's origin and skips -change more; an inserted one
+  // (+1) takes the origin of the input character just consumed.
+  void append_aligned(const NormalizedText& in, std::size_t run_begin, std::string_view run,
+                      const std::string& normalized, NormalizedText::Builder& out) const {
+    const std::vector<unicode::Aligned> items = unicode::normalize_aligned(run, form_);
+    std::string text;
+    for (const auto& item : items) utf8::append(text, item.c);
+    if (text != normalized) {
+      // Our replay of the algorithm disagrees with utf8proc (should not happen): keep utf8proc's
+      // text, which decides the ids, and map it to the whole run.
+      out.append(normalized, in.original(run_begin, run_begin + run.size()));
+      return;
+    }
+    std::vector<Range> origins;  // origin of each input character of the run
+    for (std::size_t pos = 0; pos < run.size();) {
+      origins.push_back(in.byte_origin(run_begin + pos));
+      utf8::next(run, pos);
+    }
+    std::size_t consumed = 0;
+    std::string bytes;
+    for (const auto& item : items) {
+      Range origin;
+      if (item.change > 0) {
+        origin = consumed > 0 ? origins[consumed - 1] : origins.front();
+      } else {
+        origin = origins[std::min(consumed, origins.size() - 1)];
+        consumed += 1 + static_cast<std::size_t>(-item.change);
+      }
+      bytes.clear();
+      utf8::append(bytes, item.c);
+      out.append(bytes, origin);
+    }
+  }
+
+  bool all_inert(const std::string& s) const {
     std::size_t pos = 0;
     while (pos < s.size()) {
       if (static_cast<unsigned char>(s[pos]) < 0x80) {
         ++pos;
         continue;
       }
-      if (!unicode::is_inert(utf8::next(s, pos))) return false;
+      if (!unicode::is_inert(utf8::next(s, pos), form_)) return false;
     }
     return true;
   }
@@ -87,7 +126,9 @@ class ReplaceNormalizer final : public Normalizer {
     pattern_.for_each_match(s, [&](std::size_t b, std::size_t e) {
       any = true;
       for (std::size_t i = copied; i < b; ++i) out.append(std::string_view(s).substr(i, 1), in.byte_origin(i));
-      out.append(content_, in.original(b, e));
+      // Hugging Face inserts the content after removing the match, so every new character takes
+      // the origin of the last matched character.
+      out.append(content_, e > b ? in.byte_origin(e - 1) : (b > 0 ? in.byte_origin(b - 1) : Range{}));
       copied = e;
     });
     if (!any) return in;

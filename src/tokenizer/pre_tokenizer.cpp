@@ -1,5 +1,6 @@
 #include "tokenizer/pre_tokenizer.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "tokenizer/regex.h"

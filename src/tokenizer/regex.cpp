@@ -41,8 +41,8 @@ std::string pcre2_message(int code) {
 
 Regex::Regex(std::string_view pattern, bool literal, const std::string& where)
     : pattern_(pattern), code_(std::make_unique<Code>()) {
-  uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;
-  if (literal) options |= PCRE2_LITERAL;
+  // PCRE2_LITERAL refuses PCRE2_UCP (there are no classes in a literal to apply it to).
+  const uint32_t options = PCRE2_UTF | PCRE2_NO_UTF_CHECK | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   int error = 0;
   PCRE2_SIZE offset = 0;
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,

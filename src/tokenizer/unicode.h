@@ -3,6 +3,7 @@
 // them: char::is_whitespace, is_alphanumeric, is_numeric, and NFC/NFD/NFKC/NFKD. Backed by utf8proc.
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fp4serve::tokenizer::unicode {
 
@@ -17,10 +18,23 @@ enum class Form { NFC, NFD, NFKC, NFKD };
 // Normalizes valid UTF-8 text to `form`.
 std::string normalize(std::string_view text, Form form);
 
-// True when no normalization form can change the character or merge it with a neighbour: it has
-// no decomposition, combining class 0, and is never the second half of a canonical composition.
-// A text of inert characters is already normalized, and a normalization boundary lies before
-// every inert character, so the normalizers only work on the short runs between them.
-bool is_inert(char32_t c);
+// One character of a normalization result with Hugging Face's alignment bookkeeping
+// (unicode-normalization-alignments): `change` is 0 for a character that replaces the next input
+// character, +1 for one inserted after it (the tail of a decomposition), and -n when it also
+// swallows n further input characters (a composition).
+struct Aligned {
+  char32_t c;
+  int change;
+};
+// Normalizes the characters of `text` with that bookkeeping: full decomposition, canonical
+// reordering (characters carry their change), then canonical composition for NFC/NFKC.
+std::vector<Aligned> normalize_aligned(std::string_view text, Form form);
+
+// True when `form` leaves the character unchanged and a normalization boundary lies before it:
+// combining class 0, never the second half of a composition, and either no decomposition or (for
+// NFC/NFKC) one that recomposes to the character itself, as precomposed letters and Hangul
+// syllables do. A text of inert characters is already normalized, and the normalizers only work
+// on the short runs that start at one inert character and end before the next.
+bool is_inert(char32_t c, Form form);
 
 }  // namespace fp4serve::tokenizer::unicode
