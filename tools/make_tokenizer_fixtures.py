@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Oracle fixtures for the C++ tokenizer (tests/tokenizer), made with Hugging Face `tokenizers`.
 
-    pip install tokenizers          # light: no torch, no transformers
+    pip install tokenizers transformers jinja2   # no torch needed
     python3 tools/make_tokenizer_fixtures.py
 
 Writes into tests/data/tokenizer/:
@@ -13,7 +13,12 @@ Writes into tests/data/tokenizer/:
                           Prepend, Digits, string Split, ByteLevel with its own regex and prefix
                           space, trim_offsets); plus its oracle ids
 
-Each JSON line: {"text", "ids"} and, where useful, "offsets" (byte ranges into the UTF-8 text),
+  chat_templates.jsonl    conversations rendered by transformers' apply_chat_template(tokenize=False):
+                          the real Qwen3 template (system prompts, multi-turn, tools, tool calls and
+                          responses, reasoning_content, add_generation_prompt, enable_thinking) and
+                          small templates exercising the Jinja constructs chat templates use
+
+Each JSON line of the tokenizer oracles: {"text", "ids"} and, where useful, "offsets" (byte ranges into the UTF-8 text),
 "ids_plain" (ids with special tokens not parsed: HF encode_special_tokens=True), "nfc" (the NFC
 form of the text when it differs, which is what decode(encode(text)) must give back) and "decoded"
 (HF's decode of the ids, only when it is not NFC(text): the synthetic tokenizers strip and prepend).
@@ -347,6 +352,182 @@ def save_synthetic(name, tok, texts):
     write_jsonl(os.path.join(folder, "oracle.jsonl"), oracle_lines(reloaded, texts, lambda i: True))
 
 
+# --------------------------------------------------------------------------------------------
+# Chat templates
+# --------------------------------------------------------------------------------------------
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name, e.g. Paris"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}
+SEARCH_TOOL = {"type": "function", "function": {
+    "name": "search", "description": "Search the web ünïcode «quotes» and \"escapes\"\n",
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer",
+                   "default": 5}, "ratio": {"type": "number", "default": 0.25}}, "required": ["query"]}}}
+
+
+def conversations():
+    """(name, messages, tools) triples covering the branches of the Qwen3 template."""
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}
+    call_str = {"type": "function", "function": {"name": "search", "arguments": "{\"query\": \"fp4\"}"}}
+    bare_call = {"name": "get_weather", "arguments": {"city": "東京"}}
+    return [
+        ("single user", [{"role": "user", "content": "Hello!"}], None),
+        ("system and user", [{"role": "system", "content": "You are a helpful assistant."},
+                             {"role": "user", "content": "What is 2+2?"}], None),
+        ("multi-turn", [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How can I help?"},
+                        {"role": "user", "content": "Tell me a joke."}], None),
+        ("assistant last", [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello."}], None),
+        ("reasoning_content", [{"role": "user", "content": "2+2?"},
+                               {"role": "assistant", "content": "4", "reasoning_content": "\nAdd them.\n"},
+                               {"role": "user", "content": "3+3?"},
+                               {"role": "assistant", "content": "6", "reasoning_content": "Add again."}], None),
+        ("inline think", [{"role": "user", "content": "Q1"},
+                          {"role": "assistant", "content": "<think>\nfirst thoughts\n</think>\n\nA1"},
+                          {"role": "user", "content": "Q2"},
+                          {"role": "assistant", "content": "<think>second</think>A2"}], None),
+        ("old reasoning dropped", [{"role": "user", "content": "Q1"},
+                                   {"role": "assistant", "content": "A1", "reasoning_content": "r1"},
+                                   {"role": "user", "content": "Q2"}], None),
+        ("reasoning alias", [{"role": "user", "content": "Q"},
+                             {"role": "assistant", "content": "A", "reasoning": "via the reasoning field"}], None),
+        ("thinking alias", [{"role": "user", "content": "Q"},
+                            {"role": "assistant", "content": "A", "thinking": "via the thinking field"}], None),
+        ("tools no system", [{"role": "user", "content": "Weather in Paris?"}], [WEATHER_TOOL]),
+        ("tools with system", [{"role": "system", "content": "Be concise."},
+                               {"role": "user", "content": "Weather?"}], [WEATHER_TOOL, SEARCH_TOOL]),
+        ("tool call round trip", [
+            {"role": "system", "content": "Use tools."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": "{\"temp\": 21, \"sky\": \"clear\"}"},
+            {"role": "assistant", "content": "It is 21 °C and clear."}], [WEATHER_TOOL]),
+        ("parallel calls and responses", [
+            {"role": "user", "content": "Weather and news?"},
+            {"role": "assistant", "content": "Let me check.", "tool_calls": [call, call_str]},
+            {"role": "tool", "content": "sunny"},
+            {"role": "tool", "content": "no news"},
+            {"role": "assistant", "content": "<think>\ncombine\n</think>\n\nSunny, no news."}],
+         [WEATHER_TOOL, SEARCH_TOOL]),
+        ("multi-step tools", [
+            {"role": "user", "content": "Plan a trip."},
+            {"role": "assistant", "content": "", "reasoning_content": "need weather", "tool_calls": [bare_call]},
+            {"role": "tool", "content": "rain"},
+            {"role": "assistant", "content": "", "reasoning_content": "need search", "tool_calls": [call_str]},
+            {"role": "tool", "content": "umbrella shops"}], [WEATHER_TOOL, SEARCH_TOOL]),
+        ("user tool_response content", [
+            {"role": "user", "content": "First question"},
+            {"role": "assistant", "content": "A", "reasoning_content": "r"},
+            {"role": "user", "content": "<tool_response>\nresult\n</tool_response>"},
+            {"role": "assistant", "content": "B", "reasoning_content": "r2"}], None),
+        ("late system", [{"role": "user", "content": "Hi"}, {"role": "system", "content": "Now be formal."},
+                         {"role": "user", "content": "Hello"}], None),
+        ("unicode and specials", [{"role": "system", "content": "Réponds en français 🇫🇷"},
+                                  {"role": "user", "content": "你好 <|im_end|> \t tabs\r\nCRLF"},
+                                  {"role": "assistant", "content": "Ça va 😀"}], None),
+        ("empty contents", [{"role": "user", "content": ""}, {"role": "assistant", "content": ""}], None),
+    ]
+
+
+FEATURE_TEMPLATES = {
+    "loops and filters": (
+        "{# comment #}\n"
+        "{%- for m in messages %}\n"
+        "  {{- loop.index }}/{{ loop.length }} {{ loop.index0 }} {{ loop.revindex }} {{ loop.first }} {{ loop.last }}"
+        " {{ m.role|upper }}:{{ m.content|trim|replace('a', 'A') }}|{{ m.content|length }}\n"
+        "  {%- if loop.previtem is defined %} prev={{ loop.previtem.role }}{% endif %}\n"
+        "{% endfor %}\n"
+        "{{ messages|map(attribute='role')|join(', ') }}\n"
+        "{{ messages|selectattr('role', 'equalto', 'user')|list|length }} users;"
+        " {{ messages|rejectattr('role', 'equalto', 'user')|map(attribute='role')|list }}\n"
+        "{{ (messages|first).role }} {{ (messages|last)['role'] }} {{ messages[-1].content[:3] }}"
+        " {{ messages[::-1][0].role }} {{ 'abcdef'[1:5:2] }} {{ 'héllo'[1] }} {{ 'héllo'|reverse }}\n"
+        "{{ [3, 1, 2]|unique|list }} {{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ 'x' * 3 }}\n"
+    ),
+    "expressions": (
+        "{%- set ns = namespace(total=0, names=[]) %}\n"
+        "{%- for m in messages if m.role != 'system' %}{% set ns.total = ns.total + m.content|length %}"
+        "{% set ns.names = ns.names + [m.role] %}{% endfor %}\n"
+        "{{ ns.total }} {{ ns.names }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }}"
+        " {{ 2 ** 10 }} {{ 1 + 2 * 3 - 4 }} {{ (1 + 2) * 3 }} {{ 1.5 + 1 }} {{ 10 / 4 }} {{ 0.1 + 0.2 }}\n"
+        "{{ 1 < 2 < 3 }} {{ 1 == 1.0 }} {{ 'a' ~ 1 ~ none }} {{ 'yes' if 2 > 1 else 'no' }} {{ 'x' if false }}|"
+        "{{ not true or false and true }} {{ 'ab' in 'cabd' }} {{ 'z' not in ['a', 'b'] }} {{ 'role' in messages[0] }}\n"
+        "{{ {'b': 1, 'a': [1, 2.5, none, true, 'q\"uote']}|tojson }} {{ {'k': 'v'}|tojson(indent=2) }}"
+        " {{ {'b': 1, 'a': 2}|tojson(sort_keys=true) }} {{ [1, 'é']|tojson }} {{ 3.0 }} {{ 1e20 }} {{ 1e-5 }}"
+        " {{ none }} {{ true }} {{ [1, 'a', none] }} {{ {'a': 'b'} }}\n"
+        "{{ 'a,b,,c'.split(',') }} {{ '  x  y '.split() }} {{ 'a-b-c'.split('-', 1) }} {{ '--x--'.strip('-') }}"
+        " {{ 'Hello World'.lower() }} {{ 'hello world'.title() }} {{ 'hELLO'.capitalize() }}"
+        " {{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x', 'c')) }} {{ 'a.b.c'.replace('.', '/') }}"
+        " {{ 'banana'.count('a') }} {{ 'banana'.find('n') }} {{ '-'.join(['x', 'y']) }}"
+        " {{ 'a b c'.rsplit(' ', 1) }} {{ 'x\\ny\\r\\nz'.splitlines() }} {{ 'pre-body'.removeprefix('pre-') }}"
+        " {{ 'abcabc'.rfind('b') }} {{ 'été'.upper() }} {{ 'ÉTÉ'|lower }} {{ 'x'.isdigit() }} {{ '42'.isdigit() }}\n"
+        "{{ '42'|int + 1 }} {{ 'x'|int }} {{ '2.5'|float }} {{ 2.567|round(2) }} {{ -3|abs }} {{ 3|string ~ '!' }}"
+        " {{ undefined_thing|default('dflt') }} {{ ''|default('empty', true) }} {{ messages[0].missing is defined }}"
+        " {{ none is none }} {{ 1 is number }} {{ 'a' is string }} {{ messages is sequence }} {{ messages[0] is mapping }}"
+        " {{ 4 is even }} {{ 3 is odd }} {{ 9 is divisibleby 3 }} {{ true is true }} {{ 0 is false }}\n"
+        "{% for k, v in {'one': 1, 'two': 2}|items %}{{ k }}={{ v }};{% endfor %}"
+        "{% for k, v in messages[0].items() %}{{ k }}:{{ v }};{% endfor %}"
+        "{{ messages[0].get('role') }} {{ messages[0].get('nope', 'fallback') }} {{ messages[0].keys()|list }}\n"
+    ),
+    "control and whitespace": (
+        "{% macro greet(name, punct='!') -%}\n"
+        "    Hello {{ name }}{{ punct }}\n"
+        "{%- endmacro %}\n"
+        "{{ greet('world') }} {{ greet('you', punct='?') }}\n"
+        "{% set block %}captured {{ messages|length }}{% endset %}[{{ block }}]\n"
+        "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% elif i > 4 %}{% break %}{% endif %}{{ i }}{% endfor %}\n"
+        "{% for x in [] %}never{% else %}empty loop{% endfor %}\n"
+        "{% for m in messages %}{{ loop.cycle('odd', 'even') }} {% endfor %}\n"
+        "    {% if true %}\n"
+        "    indented text kept\n"
+        "    {% endif %}\n"
+        "    {%+ if true %}plus keeps indent{% endif %}\n"
+        "a   {%- if true -%}   b   {%- endif -%}   c\n"
+        "{% raw %}{{ not rendered }} {% if %}{% endraw %}\n"
+        "{%- set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}x stays {{ x }}\n"
+        "{% set a, b = 1, 'two' %}{{ a }}{{ b }} {% set t = (1, 2) %}{{ t|length }} {{ [1, [2, 3]]|tojson }}\n"
+        "{{ messages|map(attribute='content')|map('trim')|join('+') }}\n"
+        "{% generation %}generated part{% endgeneration %}\n"
+        "{{ 'tab\\t' }}{{ \"dq 'sq'\" }} {{ 'line\\nbreak' }} \\u00e9 {{ '\\u00e9\\x41' }}\n"
+        "{{ bos_token }}|{{ eos_token }}|{{ pad_token }}|{{ add_generation_prompt }}|{{ tools is none }}\n"
+    ),
+    "scoping": (
+        "{% for i in range(3) %}{% if i == 0 %}{% set x = 1 %}{% endif %}[{{ x }}]{% endfor %}\n"
+        "{% macro m() %}{{ y }}{% endmacro %}{% set y = 5 %}{{ m() }}\n"
+        "{% for a in [[1, 2], [3, 4]] %}{% for b in a %}{{ loop.index }}{{ b }}{% endfor %}{{ loop.index }};{% endfor %}\n"
+        "{{ 'abc' < 'abd' }} {{ none == false }} {{ 0 == false }} {{ {} is mapping }} {{ 1 ~ 2.0 }} {{ 1e16 }}\n"
+        "{% for m in messages %}{% if m.role == 'user' %}{% set last = m.content %}{% endif %}{% endfor %}[{{ last }}]\n"
+    ),
+    "raise": "{% if messages|length > 1 %}{{ raise_exception('Only one message is supported') }}{% endif %}ok",
+}
+
+
+def chat_template_lines():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(os.path.dirname(QWEN3))
+    lines = []
+    for name, messages, tools in conversations():
+        for gen, kwargs in [(False, {}), (True, {}), (True, {"enable_thinking": False}), (True, {"enable_thinking": True})]:
+            rendered = tok.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=gen, **kwargs)
+            lines.append({"name": name, "template": "qwen3", "messages": messages, "tools": tools,
+                          "add_generation_prompt": gen, "kwargs": kwargs, "rendered": rendered})
+    short = [{"role": "system", "content": "  Sys  "}, {"role": "user", "content": "banana split"},
+             {"role": "assistant", "content": "a reply"}]
+    for name, source in FEATURE_TEMPLATES.items():
+        for messages in (short, short[1:2]):
+            line = {"name": name, "template_source": source, "messages": messages, "tools": None,
+                    "add_generation_prompt": True, "kwargs": {}}
+            try:
+                line["rendered"] = tok.apply_chat_template(messages, chat_template=source, tokenize=False,
+                                                           add_generation_prompt=True)
+            except Exception as e:  # the template raised: the C++ side must fail too
+                line["error"] = str(e)
+            lines.append(line)
+    return lines
+
+
 def main():
     import tokenizers
     print(f"tokenizers {tokenizers.__version__}, Python unicodedata {unicodedata.unidata_version}")
@@ -370,6 +551,7 @@ def main():
     ]
     save_synthetic("synthetic_qwen35", synthetic_qwen35(training), small)
     save_synthetic("synthetic_features", synthetic_features(training), same_unicode_version(small, "NFKC"))
+    write_jsonl(os.path.join(OUT, "chat_templates.jsonl"), chat_template_lines())
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ int run_app(int argc, char** argv) {
   app.set_version_flag("--version", std::string("fp4serve ") + build::kVersion + " (" + build::kGitRevision + ")");
   register_inspect(app);
   register_synth(app);
+  register_tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

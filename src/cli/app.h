@@ -11,5 +11,6 @@ int run_app(int argc, char** argv);
 // One per subcommand file. Each adds its subcommand and the callback that runs it.
 void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_tokenize(CLI::App& app);  // tokenize, detokenize, template
 
 }  // namespace fp4serve::cli

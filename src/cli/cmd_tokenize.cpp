@@ -3,9 +3,12 @@
 //
 //   fp4serve tokenize (-m MODEL_DIR | --tokenizer FILE) [--json] [--special] TEXT|-
 //   fp4serve detokenize (-m MODEL_DIR | --tokenizer FILE) [--skip-special] IDS...|-
+//   fp4serve template -m MODEL_DIR --messages FILE.json [--tools FILE.json] [--enable-thinking BOOL]
+//                     [--no-generation-prompt]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "cli/app.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -88,6 +92,25 @@ void print_json(const Tokenizer& tok, const std::string& text, const tokenizer::
   std::cout << (enc.ids.empty() ? "]}\n" : "\n ]}\n");
 }
 
+// A JSON file, or standard input for "-".
+nlohmann::ordered_json read_json(const std::string& path) {
+  std::string text;
+  if (path == "-") {
+    text = read_stdin();
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path, ": cannot open");
+    std::ostringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(path, ": not valid JSON: ", e.what());
+  }
+}
+
 }  // namespace
 
 void register_tokenize(CLI::App& app) {
@@ -133,6 +156,45 @@ void register_tokenize(CLI::App& app) {
     cmd->callback([args] {
       const Tokenizer tok = load(args->source);
       std::cout << tok.decode(parse_ids(args->ids), args->skip_special) << "\n";
+    });
+  }
+  {
+    auto* cmd = app.add_subcommand("template", "Print the prompt the model's chat template renders for a conversation");
+    struct Args {
+      std::string model_dir;
+      std::string messages;
+      std::string tools;
+      std::string enable_thinking;
+      bool no_generation_prompt = false;
+    };
+    auto args = std::make_shared<Args>();
+    cmd->add_option("-m,--model", args->model_dir, "Model directory (chat_template.jinja or tokenizer_config.json)")
+        ->required();
+    cmd->add_option("--messages", args->messages,
+                    "JSON file: a list of messages, or an object with \"messages\" (and \"tools\"); - for stdin")
+        ->required();
+    cmd->add_option("--tools", args->tools, "JSON file with the list of tool definitions");
+    cmd->add_option("--enable-thinking", args->enable_thinking, "Pass enable_thinking=true|false to the template")
+        ->check(CLI::IsMember({"true", "false"}));
+    cmd->add_flag("--no-generation-prompt", args->no_generation_prompt,
+                  "Do not end with the assistant turn opener (add_generation_prompt=false)");
+    cmd->callback([args] {
+      const tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplate::from_model_dir(args->model_dir);
+      tokenizer::ChatRequest request;
+      const nlohmann::ordered_json input = read_json(args->messages);
+      if (input.is_array()) {
+        request.messages = input;
+      } else if (input.is_object() && input.contains("messages")) {
+        request.messages = input["messages"];
+        if (input.contains("tools")) request.tools = input["tools"];
+      } else {
+        fail(args->messages, ": expected a list of messages or an object with \"messages\"");
+      }
+      if (!args->tools.empty()) request.tools = read_json(args->tools);
+      request.add_generation_prompt = !args->no_generation_prompt;
+      if (!args->enable_thinking.empty()) request.extra["enable_thinking"] = args->enable_thinking == "true";
+      // Exactly the prompt text: no newline added, so the output can be piped to `tokenize`.
+      std::cout << tmpl.render(request);
     });
   }
 }

@@ -68,4 +68,10 @@ std::optional<std::uint64_t> shape_nbytes(DType dtype, std::span<const std::int6
   return has_zero ? 0 : nonzero_bytes;
 }
 
+std::string shape_to_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 }  // namespace fp4serve

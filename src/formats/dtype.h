@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fp4serve {
 
@@ -15,6 +17,9 @@ std::optional<DType> dtype_from_name(std::string_view name);
 std::string_view dtype_name(DType dtype);
 std::size_t dtype_size(DType dtype);
 bool dtype_is_float(DType dtype);
+
+// "[768, 2048]", as error messages print shapes.
+std::string shape_to_string(const std::vector<std::int64_t>& shape);
 
 // Largest tensor (in bytes) a shape may describe. Keeping numel() * element size, and every partial
 // product of the dimensions, below 2^63 means no caller computing sizes from a shape can overflow.

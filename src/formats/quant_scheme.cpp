@@ -57,14 +57,6 @@ bool is_embedding(std::string_view module) {
   return module_pattern_matches("*embed_tokens", module) || module_pattern_matches("*embed_vision*", module);
 }
 
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
 bool is_scalar_shape(const std::vector<std::int64_t>& shape) {
   return shape.empty() || (shape.size() == 1 && shape[0] == 1);
 }
@@ -120,7 +112,7 @@ class Resolver {
 float Resolver::scalar(const std::string& name, const TensorRef& t, bool* stored_bf16) const {
   const TensorInfo& info = *t.info;
   if (!is_scalar_shape(info.shape)) {
-    bad(name, "must be a per-tensor scalar (shape [] or [1]), got shape " + shape_str(info.shape));
+    bad(name, "must be a per-tensor scalar (shape [] or [1]), got shape " + shape_to_string(info.shape));
   }
   if (info.dtype == DType::BF16 && stored_bf16) *stored_bf16 = true;
   if (!read_values_) {
@@ -175,12 +167,12 @@ void Resolver::resolve_module(const std::string& module, const Params& params) {
   if (info.shape.size() != 2) {
     for (std::string_view s : kScaleParams) {
       if (param(s)) {
-        bad(module + "." + std::string(s), "is a scale for " + wname + ", which has shape " + shape_str(info.shape) +
+        bad(module + "." + std::string(s), "is a scale for " + wname + ", which has shape " + shape_to_string(info.shape) +
                                                "; only 2-D linear weights can be quantized");
       }
     }
     if (info.dtype == DType::U8 || info.dtype == DType::F8_E4M3 || wp) {
-      bad(wname, "is " + std::string(dtype_name(info.dtype)) + " with shape " + shape_str(info.shape) +
+      bad(wname, "is " + std::string(dtype_name(info.dtype)) + " with shape " + shape_to_string(info.shape) +
                      "; only 2-D quantized linear weights are supported");
     }
     // Fused experts spelled with a ".weight" suffix: "<...>.experts.gate_up_proj.weight" [E, 2I, H].
@@ -269,9 +261,9 @@ void Resolver::nvfp4_module(const std::string& module, const std::string& wname,
   const auto& shape = w.info->shape;
   const std::int64_t out = shape[0];
   const std::int64_t in = shape[1] * 2;
-  if (out <= 0 || in <= 0) bad(wname, "has an empty shape " + shape_str(shape));
+  if (out <= 0 || in <= 0) bad(wname, "has an empty shape " + shape_to_string(shape));
   if (in % group != 0) {
-    bad(wname, "has " + std::to_string(in) + " input features (shape " + shape_str(shape) +
+    bad(wname, "has " + std::to_string(in) + " input features (shape " + shape_to_string(shape) +
                    " packed 2 per byte), not a multiple of the NVFP4 block size " + std::to_string(group));
   }
   const std::string ws_name = module + ".weight_scale";
@@ -284,8 +276,8 @@ void Resolver::nvfp4_module(const std::string& module, const std::string& wname,
   }
   const std::vector<std::int64_t> want{out, in / group};
   if (ws->info->shape != want) {
-    bad(ws_name, "has shape " + shape_str(ws->info->shape) + ", expected " + shape_str(want) + " for " + wname + " " +
-                     shape_str(shape));
+    bad(ws_name, "has shape " + shape_to_string(ws->info->shape) + ", expected " + shape_to_string(want) + " for " + wname + " " +
+                     shape_to_string(shape));
   }
 
   QuantScheme s;
@@ -361,7 +353,7 @@ void Resolver::fp8_module(const std::string& module, const std::string& wname, c
   if (!is_scalar_shape(sshape)) {
     bool per_channel = (sshape.size() == 1 && sshape[0] == shape[0]) ||
                        (sshape.size() == 2 && sshape[0] == shape[0] && sshape[1] == 1);
-    bad(ws_name, "has shape " + shape_str(sshape) + "; only per-tensor FP8 scales ([] or [1]) are supported" +
+    bad(ws_name, "has shape " + shape_to_string(sshape) + "; only per-tensor FP8 scales ([] or [1]) are supported" +
                      (per_channel ? " (this is a per-channel scale)" : " (this looks like a block-wise scale)"));
   }
   QuantScheme s;

@@ -27,14 +27,6 @@ template <class... Parts>
   fail(source, ": tensor '", tensor, "': ", parts...);
 }
 
-std::string shape_str(const std::vector<std::int64_t>& shape) {
-  std::ostringstream os;
-  os << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
-  os << ']';
-  return os.str();
-}
-
 std::string supported_dtypes() {
   std::string out;
   for (int i = 0; i <= static_cast<int>(DType::BOOL); ++i) {
@@ -146,7 +138,7 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
   }
   const auto need = shape_nbytes(t.dtype, t.shape);
   if (!need) {
-    tensor_fail(source, name, "shape ", shape_str(t.shape), " of ", dtype_name(t.dtype),
+    tensor_fail(source, name, "shape ", shape_to_string(t.shape), " of ", dtype_name(t.dtype),
                 " overflows: the tensor would exceed ", kMaxTensorBytes, " bytes");
   }
 
@@ -166,7 +158,7 @@ TensorInfo parse_tensor(const std::string& name, const json& entry, std::uint64_
   }
   if (t.nbytes() != *need) {
     tensor_fail(source, name, "data_offsets [", t.begin, ", ", t.end, "] span ", t.nbytes(),
-                " bytes but shape ", shape_str(t.shape), " of ", dtype_name(t.dtype), " needs ", *need);
+                " bytes but shape ", shape_to_string(t.shape), " of ", dtype_name(t.dtype), " needs ", *need);
   }
   return t;
 }

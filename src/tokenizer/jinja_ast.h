@@ -26,9 +26,9 @@ struct Expr {
     Binary,   // name is the operator: and or + - * / // % ** ~
     Compare,  // operands[0] ops[0] operands[1] ops[1] operands[2] ...
     Cond,     // operands[0] if operands[1] else operands[2] (else may be null)
-    List,
-    Tuple,
-    Dict,     // keys and values alternate
+    ListLiteral,
+    TupleLiteral,
+    DictLiteral,  // keys and values alternate
   };
   Kind kind;
   int line;

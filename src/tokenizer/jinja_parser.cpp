@@ -53,11 +53,15 @@ class Parser {
 
   // Statements until one of `ends` ({% endif %}, {% else %}...); the tag found goes to end_tag.
   Body parse_body(const std::set<std::string>& ends, std::string& end_tag) {
+    // The tag that closes the construct, for "missing {% endif %}" messages.
+    std::string closer;
+    for (const auto& e : ends)
+      if (e.rfind("end", 0) == 0) closer = e;
     Body body;
     while (true) {
       const Token& tok = peek();
       if (tok.type == T::End) {
-        if (!ends.empty()) error("missing {% " + *ends.begin() + " %}");
+        if (!ends.empty()) error("missing {% " + closer + " %}");
         return body;
       }
       if (tok.type == T::Text) {
@@ -236,7 +240,7 @@ class Parser {
     const int line = peek().line;
     ExprPtr first = parse_expression();
     if (!is_op(",")) return first;
-    auto t = make(Expr::Kind::Tuple, line);
+    auto t = make(Expr::Kind::TupleLiteral, line);
     t->operands.push_back(std::move(first));
     while (is_op(",")) {
       next();
@@ -413,11 +417,11 @@ class Parser {
         if (tok.text == "(") {
           if (is_op(")")) {
             next();
-            return make(Expr::Kind::Tuple, tok.line);
+            return make(Expr::Kind::TupleLiteral, tok.line);
           }
           ExprPtr inner = parse_expression();
           if (is_op(",")) {
-            auto t = make(Expr::Kind::Tuple, tok.line);
+            auto t = make(Expr::Kind::TupleLiteral, tok.line);
             t->operands.push_back(std::move(inner));
             while (is_op(",")) {
               next();
@@ -430,7 +434,7 @@ class Parser {
           return inner;
         }
         if (tok.text == "[") {
-          auto l = make(Expr::Kind::List, tok.line);
+          auto l = make(Expr::Kind::ListLiteral, tok.line);
           while (!is_op("]")) {
             l->operands.push_back(parse_expression());
             if (!is_op(",")) break;
@@ -440,7 +444,7 @@ class Parser {
           return l;
         }
         if (tok.text == "{") {
-          auto d = make(Expr::Kind::Dict, tok.line);
+          auto d = make(Expr::Kind::DictLiteral, tok.line);
           while (!is_op("}")) {
             d->operands.push_back(parse_expression());
             expect_op(":");

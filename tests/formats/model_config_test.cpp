@@ -1,4 +1,5 @@
 // config.json -> ModelConfig: the real-shaped fixtures in tests/data/configs and every error path.
+#include "common/temp_dir.h"
 #include "formats/model_config.h"
 
 #include <gtest/gtest.h>
@@ -43,22 +44,7 @@ void expect_parse_error(const json& doc, std::initializer_list<std::string> part
   expect_error([&] { (void)parse_model_config(doc, "cfg/config.json"); }, parts);
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp4serve-mc-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using fp4serve::testing::TempDir;
 
 std::size_t count_full(const ModelConfig& c) {
   std::size_t n = 0;

@@ -1,5 +1,6 @@
 // Quantization configs (ModelOpt hf_quant_config.json / quantization_config, compressed-tensors):
 // parsing, per-module declarations, ignore-pattern matching, and every error path.
+#include "common/temp_dir.h"
 #include "formats/quant_config.h"
 
 #include <gtest/gtest.h>
@@ -92,26 +93,7 @@ json ct_nvfp4(bool w4a4, json ignore = json::array({"lm_head", "re:.*mlp.gate$"}
                      {"version", "0.12.2"}});
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp4serve-qc-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream out(path_ / name);
-    out << text;
-  }
-
- private:
-  fs::path path_;
-};
+using fp4serve::testing::TempDir;
 
 // ---------------------------------------------------------------------------------------------
 // Pattern matching

@@ -1,4 +1,5 @@
 // resolve_quantization: the config checked against tiny checkpoints written with SafetensorsWriter.
+#include "common/temp_dir.h"
 #include "formats/quant_scheme.h"
 
 #include <gtest/gtest.h>
@@ -27,22 +28,7 @@ using json = nlohmann::json;
 
 const fs::path kConfigs = fs::path(FP4SERVE_TEST_DATA) / "configs";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp4serve-qs-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using fp4serve::testing::TempDir;
 
 struct Tensor {
   std::string name;

@@ -1,6 +1,7 @@
 #pragma once
 // Test helpers for crafting safetensors files byte by byte, independently of SafetensorsWriter, so
 // the reader tests do not trust the writer and malformed files are easy to spell out.
+#include "common/temp_dir.h"
 #include <stdlib.h>
 
 #include <cstdint>
@@ -20,27 +21,7 @@ namespace fp4serve::st_test {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp dir, removed with its contents when it goes away.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "fp4serve-st-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const fs::path& path() const { return path_; }
-  fs::path operator/(std::string_view name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
+using fp4serve::testing::TempDir;
 
 // 8-byte little-endian length, then the header text exactly as given (no padding), then `data`.
 inline std::string st_image(std::string_view header, std::string_view data = {}) {

@@ -1,0 +1,203 @@
+// BF16 AMX GEMM for prefill-sized M, with NVFP4 or BF16 weights.
+//
+// Computed transposed, C[n][m] = sum_k W[n][k] x[m][k], because then the weight rows are the A
+// operand in their natural row-major layout (no transpose of the big operand) and only the
+// activations are repacked, once per call, into the B "VNNI" layout: for each 16-token tile and
+// each k pair p, one 64-byte row holding (x[m][2p], x[m][2p+1]) for 16 tokens m.
+// NVFP4 rows decode straight into A tiles: E2M1 x E4M3 has at most 6 significant bits, so the
+// product is exact in bf16 and truncating its fp32 form is lossless; the per-tensor scale is
+// applied to the fp32 result. Activations are rounded to bf16 (round to nearest even): that is
+// this backend's only rounding beyond fp32 accumulation, hence its Bf16Activations tolerance.
+//
+// Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
+// registers. Padding rows, tokens and k are zero, and only valid outputs are written.
+// ISA translation unit: no standard-library templates here.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/isa_kernels.h"
+#include "kernels/lut.h"
+#include "kernels/scratch.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::kernels::amx {
+
+namespace {
+
+struct alignas(64) TileConfig {
+  std::uint8_t palette_id;
+  std::uint8_t start_row;
+  std::uint8_t reserved[14];
+  std::uint16_t colsb[16];
+  std::uint8_t rows[16];
+};
+
+void configure_tiles() {
+  TileConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.palette_id = 1;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+std::uint16_t to_bf16(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
+void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, std::int64_t mp, std::int64_t kp) {
+  const std::int64_t kpairs = kp / 2;
+  for (std::int64_t mt = 0; mt < mp / 16; ++mt)
+    for (std::int64_t p = 0; p < kpairs; ++p) {
+      std::uint16_t* row = xt + (mt * kpairs + p) * 32;
+      for (std::int64_t j = 0; j < 16; ++j) {
+        const std::int64_t mi = mt * 16 + j, k0 = 2 * p;
+        row[2 * j] = mi < m && k0 < k ? to_bf16(x[mi * k + k0]) : 0;
+        row[2 * j + 1] = mi < m && k0 + 1 < k ? to_bf16(x[mi * k + k0 + 1]) : 0;
+      }
+    }
+}
+
+struct Ctx {
+  const WeightMatrix* w;
+  bool nvfp4;
+  std::int64_t m, mp, kp;
+  const std::uint16_t* xt;
+  float* y;
+  float out_scale;
+  const float* e4m3;
+  const float* e2m1;
+};
+
+// Rows [n0, n0 + 32) of W as bf16, row stride kp; rows past n and columns past k are zero.
+void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
+  const WeightMatrix& w = *c.w;
+  const __m512 lut = _mm512_load_ps(c.e2m1);
+  const __m512i sel = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i low4 = _mm512_set1_epi32(15);
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (std::int64_t r = 0; r < 32; ++r) {
+    std::uint16_t* dst = wa + r * c.kp;
+    const std::int64_t n = n0 + r;
+    if (n >= w.n) {
+      std::memset(dst, 0, static_cast<std::size_t>(c.kp) * 2);
+      continue;
+    }
+    if (!c.nvfp4) {
+      std::memcpy(dst, w.data + n * w.k * 2, static_cast<std::size_t>(w.k) * 2);
+      std::memset(dst + w.k, 0, static_cast<std::size_t>(c.kp - w.k) * 2);
+      continue;
+    }
+    const std::uint8_t* wp = w.data + n * (w.k / 2);
+    const std::uint8_t* sp = w.block_scales + n * (w.k / 16);
+    for (std::int64_t ch = 0; ch < c.kp / 32; ++ch) {
+      const bool half = ch * 32 + 32 > w.k;  // k % 32 == 16: one block left, or k padding
+      const bool none = ch * 32 >= w.k;
+      __m512i v = _mm512_setzero_si512();
+      __m512 ta = _mm512_setzero_ps(), tb = _mm512_setzero_ps();
+      if (!none) {
+        v = _mm512_cvtepu8_epi32(half ? _mm_maskz_loadu_epi8(0x00FF, wp + ch * 16)
+                                      : _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + ch * 16)));
+        ta = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2]]));
+        if (!half) tb = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2 + 1]]));
+      }
+      const __m512 wlo = _mm512_permutex2var_ps(ta, _mm512_ternarylogic_epi32(v, low4, sel, 0xEA), tb);
+      const __m512 whi = _mm512_permutex2var_ps(ta, _mm512_or_si512(_mm512_srli_epi32(v, 4), sel), tb);
+      // word j = bf16(even) | bf16(odd) << 16: elements 2j, 2j+1 in memory order.
+      const __m512i words = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(wlo), 16),
+                                            _mm512_and_si512(_mm512_castps_si512(whi), hi_mask));
+      _mm512_storeu_si512(dst + ch * 32, words);
+    }
+  }
+}
+
+void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
+  const std::int64_t kpairs = c.kp / 2;
+  const std::int64_t a_stride = c.kp * 2;  // bytes
+  alignas(64) float out[4][16][16];
+  for (std::int64_t mt = 0; mt < c.mp / 16; mt += 2) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    const std::uint16_t* b0 = c.xt + mt * kpairs * 32;
+    const std::uint16_t* b1 = c.xt + (mt + 1) * kpairs * 32;
+    for (std::int64_t kk = 0; kk < c.kp; kk += 32) {
+      _tile_loadd(4, wa + kk, a_stride);
+      _tile_loadd(5, wa + 16 * c.kp + kk, a_stride);
+      _tile_loadd(6, b0 + kk / 2 * 32, 64);
+      _tile_loadd(7, b1 + kk / 2 * 32, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out[0], 64);
+    _tile_stored(1, out[1], 64);
+    _tile_stored(2, out[2], 64);
+    _tile_stored(3, out[3], 64);
+    // out[2 * nhalf + mhalf][n_local][m_local]
+    for (int t = 0; t < 4; ++t) {
+      const std::int64_t nb = n0 + (t / 2) * 16, mb = (mt + t % 2) * 16;
+      for (std::int64_t i = 0; i < 16 && mb + i < c.m; ++i)
+        for (std::int64_t j = 0; j < 16 && nb + j < c.w->n; ++j) c.y[(mb + i) * c.w->n + nb + j] = out[t][j][i] * c.out_scale;
+    }
+  }
+}
+
+void run(const Ctx& base, const float* x) {
+  const WeightMatrix& w = *base.w;
+  Ctx c = base;
+  c.mp = (c.m + 31) / 32 * 32;
+  c.kp = (w.k + 31) / 32 * 32;
+  std::uint16_t* xt = thread_scratch_as<std::uint16_t>(kScratchGemmActivations, static_cast<std::size_t>(c.mp * c.kp));
+  pack_activations(x, c.m, w.k, xt, c.mp, c.kp);
+  c.xt = xt;
+  const DecodeTables& t = decode_tables();
+  c.e4m3 = t.e4m3;
+  c.e2m1 = t.e2m1;
+  const std::int64_t blocks = (w.n + 31) / 32;
+  parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
+    configure_tiles();
+    std::uint16_t* wa = thread_scratch_as<std::uint16_t>(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp));
+    for (std::int64_t blk = b; blk < e; ++blk) {
+      decode_rows(c, blk * 32, wa);
+      compute_block(c, blk * 32, wa);
+    }
+    _tile_release();
+  });
+}
+
+}  // namespace
+
+void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  Ctx c{};
+  c.w = &w;
+  c.nvfp4 = true;
+  c.m = m;
+  c.y = y;
+  c.out_scale = w.weight_scale_2;
+  run(c, x);
+}
+
+void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  Ctx c{};
+  c.w = &w;
+  c.nvfp4 = false;
+  c.m = m;
+  c.y = y;
+  c.out_scale = 1.0f;
+  run(c, x);
+}
+
+}  // namespace fp4serve::kernels::amx

@@ -1,0 +1,129 @@
+// Dense (BF16, F16, F32) and FP8-E4M3 weight x fp32 GEMM, AVX-512. Each weight vector is
+// converted to fp32 once and used for up to four activation rows; fp32 FMA accumulation.
+// ISA translation unit: no standard-library templates here (see nvfp4_gemm_avx512.cpp).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/isa_kernels.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::kernels::avx512 {
+
+namespace {
+
+constexpr std::int64_t kRows = 4;
+constexpr std::int64_t kMaxMb = 4;
+
+// Each loader turns 16 consecutive weights of a row into fp32; `bytes` is the element size.
+struct Bf16 {
+  static constexpr int bytes = 2;
+  static __m512 load(const std::uint8_t* p) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+};
+struct F16 {
+  static constexpr int bytes = 2;
+  static __m512 load(const std::uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+struct F32 {
+  static constexpr int bytes = 4;
+  static __m512 load(const std::uint8_t* p) { return _mm512_loadu_ps(p); }
+};
+// E4M3 "fn" by bit manipulation: normal codes map to fp32 by re-biasing the exponent (+120),
+// subnormals (exponent 0) are mantissa * 2^-9, 0x7F/0xFF are NaN; the sign is copied.
+struct Fp8 {
+  static constexpr int bytes = 1;
+  static __m512 load(const std::uint8_t* p) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i em = _mm512_and_si512(v, _mm512_set1_epi32(0x7F));
+    const __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
+    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f));
+    __m512 r = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), _mm512_castsi512_ps(normal), sub);
+    r = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F)), r, _mm512_set1_ps(__builtin_nanf("")));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
+  }
+};
+
+struct Ctx {
+  const float* x;
+  std::int64_t m, k, n;
+  const std::uint8_t* data;
+  float scale;
+  float* y;
+};
+
+template <class L, int R, int MB>
+void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
+  const std::int64_t row_bytes = c.k * L::bytes;
+  const std::int64_t full = c.k / 16 * 16, rem = c.k - full;
+  __m512 acc[R][MB];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
+  for (std::int64_t kk = 0; kk < full; kk += 16) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 w = L::load(c.data + (n0 + r) * row_bytes + kk * L::bytes);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(c.x + (m0 + i) * c.k + kk), acc[r][i]);
+    }
+  }
+  if (rem != 0) {  // copy the last partial vector into a zero-padded buffer; never read past a row
+    const __mmask16 mask = static_cast<__mmask16>((1u << rem) - 1u);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      alignas(64) std::uint8_t buf[64] = {};
+      std::memcpy(buf, c.data + (n0 + r) * row_bytes + full * L::bytes, static_cast<std::size_t>(rem * L::bytes));
+      const __m512 w = L::load(buf);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i)
+        acc[r][i] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, c.x + (m0 + i) * c.k + full), acc[r][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * c.scale;
+}
+
+template <class L, int R>
+void rows(const Ctx& c, std::int64_t n0) {
+  std::int64_t m0 = 0;
+  for (; m0 + kMaxMb <= c.m; m0 += kMaxMb) kernel<L, R, kMaxMb>(c, n0, m0);
+  switch (c.m - m0) {
+    case 1: kernel<L, R, 1>(c, n0, m0); break;
+    case 2: kernel<L, R, 2>(c, n0, m0); break;
+    case 3: kernel<L, R, 3>(c, n0, m0); break;
+    default: break;
+  }
+}
+
+template <class L>
+void run(const Ctx& c) {
+  parallel_for(c.n, 16, [&c](std::int64_t b, std::int64_t e) {
+    std::int64_t n0 = b;
+    for (; n0 + kRows <= e; n0 += kRows) rows<L, kRows>(c, n0);
+    for (; n0 < e; ++n0) rows<L, 1>(c, n0);
+  });
+}
+
+}  // namespace
+
+void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  const Ctx c{x, m, w.k, w.n, w.data, w.kind == SchemeKind::FP8 ? w.weight_scale_2 : 1.0f, y};
+  if (w.kind == SchemeKind::FP8) return run<Fp8>(c);
+  switch (w.dtype) {
+    case DType::BF16: return run<Bf16>(c);
+    case DType::F16: return run<F16>(c);
+    case DType::F32: return run<F32>(c);
+    default: isa_unsupported("avx512 dense GEMM: weight dtype not supported");
+  }
+}
+
+}  // namespace fp4serve::kernels::avx512

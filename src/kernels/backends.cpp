@@ -1,0 +1,153 @@
+// The backends compiled into this binary and what each declares: needed CPU features, speed
+// rank, and per family the kernel, its precision class, its M tile and the shapes it supports.
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/gemm_wrappers.h"
+#include "kernels/grouped_moe.h"
+#include "kernels/isa_kernels.h"
+#include "util/error.h"
+
+namespace fp4serve::kernels {
+
+std::string_view precision_name(Precision p) {
+  return p == Precision::Fp32 ? "fp32" : "bf16-activations";
+}
+
+const FamilyImpl& Backend::family(OpFamily f) const {
+  switch (f) {
+    case OpFamily::DenseGemm: return dense;
+    case OpFamily::Fp4Gemm: return fp4;
+    case OpFamily::Moe: return moe;
+    case OpFamily::Attention: return attention;
+  }
+  fail("unknown op family");
+}
+
+namespace {
+
+// AMX tiles pay once a weight tile is reused for at least one full 16-token tile.
+constexpr std::int64_t kAmxFromM = 16;
+
+std::string any_gemm(const GemmShape&) { return {}; }
+std::string any_moe(const MoeShape&) { return {}; }
+
+std::string attention_multiple_of(const AttentionShape& s, std::int64_t multiple) {
+  if (s.head_dim % multiple == 0) return {};
+  return "head_dim " + std::to_string(s.head_dim) + " is not a multiple of " + std::to_string(multiple);
+}
+
+std::string dense_dtype_ok(const GemmShape& s) {
+  if (s.kind == SchemeKind::FP8) return {};
+  if (s.dtype == DType::BF16 || s.dtype == DType::F16 || s.dtype == DType::F32) return {};
+  return "dense dtype " + std::string(dtype_name(s.dtype)) + " is not supported";
+}
+
+FamilyImpl gemm_family(const GemmKernel* k, Precision p, std::int64_t tile, std::function<std::string(const GemmShape&)> sup) {
+  FamilyImpl f;
+  f.gemm = k;
+  f.precision = p;
+  f.m_tile = tile;
+  f.gemm_unsupported = std::move(sup);
+  return f;
+}
+
+FamilyImpl moe_family(const MoeKernel* k, Precision p) {
+  FamilyImpl f;
+  f.moe = k;
+  f.precision = p;
+  f.m_tile = 4;
+  f.moe_unsupported = any_moe;
+  return f;
+}
+
+FamilyImpl attention_family(const AttentionKernel* k, std::int64_t multiple) {
+  FamilyImpl f;
+  f.attention = k;
+  f.precision = Precision::Fp32;
+  f.m_tile = 4;
+  f.attention_unsupported = [multiple](const AttentionShape& s) { return attention_multiple_of(s, multiple); };
+  return f;
+}
+
+Backend make_reference() {
+  const KernelSet ref = reference_kernels();
+  Backend b;
+  b.name = "reference";
+  b.description = "scalar loops, fp64 accumulation: the source of truth";
+  b.speed_rank = 0;
+  b.dense = gemm_family(ref.dense_gemm, Precision::Fp32, 4, dense_dtype_ok);
+  b.fp4 = gemm_family(ref.fp4_gemm, Precision::Fp32, 4, any_gemm);
+  b.moe = moe_family(ref.moe, Precision::Fp32);
+  b.attention = attention_family(ref.attention, 1);
+  return b;
+}
+
+Backend make_avx2() {
+  static const DenseGemmKernel dense("avx2", avx2::dense_gemm);
+  static const Fp4GemmKernel fp4("avx2", avx2::nvfp4_gemm);
+  static const GroupedMoeKernel moe("avx2", {&fp4, &dense, &fp4, &dense});
+  static const SimdAttentionKernel attention("avx2", avx2::attention, 8);
+  Backend b;
+  b.name = "avx2";
+  b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes, fp32 FMA";
+  b.speed_rank = 10;
+  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  b.dense = gemm_family(&dense, Precision::Fp32, 4, dense_dtype_ok);
+  b.fp4 = gemm_family(&fp4, Precision::Fp32, 4, any_gemm);
+  b.moe = moe_family(&moe, Precision::Fp32);
+  b.attention = attention_family(&attention, 8);
+  return b;
+}
+
+Backend make_avx512() {
+  static const DenseGemmKernel dense("avx512", avx512::dense_gemm);
+  static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
+  static const GroupedMoeKernel moe("avx512", {&fp4, &dense, &fp4, &dense});
+  static const SimdAttentionKernel attention("avx512", avx512::attention, 16);
+  Backend b;
+  b.name = "avx512";
+  b.description = "AVX-512 F/BW/VL: NVFP4 decoded with 16-lane two-table permutes, fp32 FMA";
+  b.speed_rank = 20;
+  b.needs = {CpuFeature::AVX512F, CpuFeature::AVX512BW, CpuFeature::AVX512VL, CpuFeature::FMA, CpuFeature::F16C};
+  b.dense = gemm_family(&dense, Precision::Fp32, 4, dense_dtype_ok);
+  b.fp4 = gemm_family(&fp4, Precision::Fp32, 4, any_gemm);
+  b.moe = moe_family(&moe, Precision::Fp32);
+  b.attention = attention_family(&attention, 16);
+  return b;
+}
+
+Backend make_amx() {
+  static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm, kAmxFromM);
+  static const Fp4GemmKernel fp4("amx", avx512::nvfp4_gemm, amx::nvfp4_gemm, kAmxFromM);
+  // The router stays on the fp32 AVX-512 kernels (see MoeGemms).
+  static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
+  static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
+  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
+  Backend b;
+  b.name = "amx";
+  b.description = "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16";
+  b.speed_rank = 30;
+  b.needs = {CpuFeature::AMX_TILE, CpuFeature::AMX_BF16, CpuFeature::AVX512F, CpuFeature::AVX512BW,
+             CpuFeature::AVX512VL, CpuFeature::FMA, CpuFeature::F16C};
+  b.dense = gemm_family(&dense, Precision::Bf16Activations, kAmxFromM, dense_dtype_ok);
+  b.fp4 = gemm_family(&fp4, Precision::Bf16Activations, kAmxFromM, any_gemm);
+  b.moe = moe_family(&moe, Precision::Bf16Activations);
+  // No attention: its matrices are per sequence and small; tiles do not pay there.
+  return b;
+}
+
+}  // namespace
+
+const std::vector<Backend>& compiled_backends() {
+  static const std::vector<Backend> all = {make_amx(), make_avx512(), make_avx2(), make_reference()};
+  return all;
+}
+
+const Backend* find_backend(std::string_view name) {
+  for (const Backend& b : compiled_backends())
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+}  // namespace fp4serve::kernels

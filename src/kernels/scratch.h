@@ -1,0 +1,28 @@
+#pragma once
+// Per-thread scratch memory for kernels: grown on demand, never shrunk, 64-byte aligned. Each
+// caller layer owns a range of slots so nested users (the MoE driver calling a GEMM on the same
+// thread) never hand out the same buffer twice.
+#include <cstddef>
+
+namespace fp4serve::kernels {
+
+enum ScratchSlot : int {
+  kScratchGemmActivations = 0,  // a GEMM's prepared activations (shared read-only with workers)
+  kScratchGemmWeights = 1,      // a worker's decoded weight panel
+  kScratchGemmOut = 2,          // a worker's output tile
+  kScratchGemmW4a4 = 3,         // fake-quantized activations for W4A4
+  kScratchMoeFirst = 4,         // 4..9: the MoE driver
+  kScratchAttention = 10,       // attention scores
+  kScratchSlots = 12,
+};
+
+// A buffer of at least `bytes` private to the calling thread; contents unspecified; valid until
+// the next call with the same slot on this thread.
+void* thread_scratch(int slot, std::size_t bytes);
+
+template <class T>
+T* thread_scratch_as(int slot, std::size_t count) {
+  return static_cast<T*>(thread_scratch(slot, count * sizeof(T)));
+}
+
+}  // namespace fp4serve::kernels

@@ -1,0 +1,53 @@
+#pragma once
+// Validation of one op family's candidates on a shape set: fresh random inputs from a seed,
+// reference outputs computed once and shared by every candidate, outputs poisoned with NaN and
+// fenced by guard words before each run. A candidate passes when every case is finite, fully
+// written, inside its buffer and within tolerance (output_error, random_data.h).
+#include <cstdint>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "kernels/selection_report.h"
+#include "kernels/shapes.h"
+
+namespace fp4serve::kernels {
+
+// Token counts validation uses: M = 1 (decode), an odd M past one full 16-row tile, a large M
+// (prefill; multiple tiles). MoE and attention use smaller counts (their reference is costlier).
+inline constexpr std::int64_t kGemmValidationM[] = {1, 19, 48};
+inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 32};  // the last with a hot router
+struct AttentionCaseShape {
+  std::int64_t m, past;
+};
+inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}};
+
+// Largest distinct expert data a MoE validation allocates (experts beyond share it, with their
+// own scales).
+inline constexpr std::size_t kMoeValidationBytes = std::size_t{32} << 20;
+
+// The tolerance on output_error for a precision class; docs/kernels.md justifies the values.
+double validation_tolerance(Precision precision);
+
+class FamilyValidator {
+ public:
+  FamilyValidator(OpFamily family, const ShapeSet& shapes, std::uint64_t seed);
+  ~FamilyValidator();
+  FamilyValidator(const FamilyValidator&) = delete;
+  FamilyValidator& operator=(const FamilyValidator&) = delete;
+
+  bool empty() const;  // the shape set has nothing for this family
+  std::vector<std::string> shape_descriptions() const;
+  std::vector<std::string> case_descriptions() const;
+  // The first reason a shape is unsupported by impl, or empty.
+  std::string unsupported(const FamilyImpl& impl) const;
+  // Runs impl on every case (inputs and reference outputs are built on first use).
+  // Fills status Passed/Failed, error, tolerance, precision, seconds, reason.
+  void validate(const FamilyImpl& impl, Verdict& verdict);
+  double reference_seconds() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fp4serve::kernels

@@ -1,0 +1,53 @@
+#include "kernels/weight_rows.h"
+
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "numerics/nvfp4.h"
+#include "numerics/scalar_formats.h"
+#include "util/error.h"
+
+namespace fp4serve::kernels {
+
+void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
+  const auto k = static_cast<std::size_t>(w.k);
+  switch (w.kind) {
+    case SchemeKind::NVFP4: {
+      const std::uint8_t* packed = w.data + row * (w.k / 2);
+      const std::uint8_t* scales = w.block_scales + row * (w.k / nvfp4::kBlock);
+      nvfp4::dequantize({packed, k / 2}, {scales, k / nvfp4::kBlock}, w.weight_scale_2, 1, w.k, {out, k});
+      return;
+    }
+    case SchemeKind::FP8: {
+      const std::uint8_t* codes = w.data + row * w.k;
+      for (std::size_t i = 0; i < k; ++i) out[i] = e4m3_to_float(codes[i]) * w.weight_scale_2;
+      return;
+    }
+    case SchemeKind::Dense: break;
+  }
+  switch (w.dtype) {
+    case DType::F32: std::memcpy(out, w.data + row * w.k * 4, k * 4); return;
+    case DType::BF16:
+    case DType::F16: {
+      const std::uint8_t* p = w.data + row * w.k * 2;
+      for (std::size_t i = 0; i < k; ++i) {
+        const auto bits = static_cast<std::uint16_t>(p[2 * i] | (p[2 * i + 1] << 8));
+        out[i] = w.dtype == DType::BF16 ? bf16_to_float(bits) : fp16_to_float(bits);
+      }
+      return;
+    }
+    default: fail("dense weight of dtype ", dtype_name(w.dtype), " is not supported by the kernels");
+  }
+}
+
+void fake_quantize_activations_nvfp4(float* x, std::int64_t k, float input_scale) {
+  if (input_scale <= 0.0f) fail("W4A4 needs a static input_scale; this weight has none");
+  const auto n = static_cast<std::size_t>(k);
+  std::vector<std::uint8_t> packed(n / 2), scales(n / nvfp4::kBlock);
+  const float global = 1.0f / input_scale;
+  nvfp4::quantize_activations({x, n}, 1, k, global, packed, scales);
+  nvfp4::dequantize_activations(packed, scales, global, 1, k, {x, n});
+}
+
+}  // namespace fp4serve::kernels

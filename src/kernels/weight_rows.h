@@ -1,0 +1,17 @@
+#pragma once
+// Dequantization of one weight row to fp32, for every storage kind. The scalar building block of
+// the reference backends, and the definition every fast backend must reproduce.
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace fp4serve::kernels {
+
+// out[0..w.k) = W[row, :] in fp32.
+void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out);
+
+// NVFP4 W4A4 emulation: x[0..k) is quantized to NVFP4 with global 1/input_scale (16-element
+// blocks, E4M3 block scales, as Blackwell kernels do) and dequantized back, in place.
+void fake_quantize_activations_nvfp4(float* x, std::int64_t k, float input_scale);
+
+}  // namespace fp4serve::kernels

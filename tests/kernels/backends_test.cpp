@@ -1,0 +1,175 @@
+// Every backend this CPU can run, every family, against the scalar reference on awkward shapes:
+// M across tile remainders, N not a multiple of the row block, K with a half 32-chunk, both FP4
+// semantics, every dense dtype, GQA attention with and without history.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/random_data.h"
+#include "util/cpu_features.h"
+
+namespace fp4serve::kernels {
+namespace {
+
+// Tighter than the registry's tolerances on purpose: these shapes are small.
+double tolerance(Precision p) { return p == Precision::Fp32 ? 2e-6 : 1e-2; }
+
+std::vector<const Backend*> runnable(OpFamily f) {
+  std::vector<const Backend*> out;
+  for (const Backend& b : compiled_backends())
+    if (b.family(f).present() && cpu_features().missing(b.needs).empty()) out.push_back(&b);
+  return out;
+}
+
+double max_error(const std::vector<float>& out, const std::vector<float>& ref, std::int64_t rows, std::int64_t cols) {
+  return output_error(out.data(), ref.data(), rows, cols);
+}
+
+void check_gemm(OpFamily family, SchemeKind kind, DType dtype, std::int64_t n, std::int64_t k, Fp4Semantics sem) {
+  Rng rng(n * 1000003 + k * 7 + static_cast<int>(dtype));
+  auto w = random_weight(rng, kind, dtype, n, k);
+  const GemmKernel* ref = reference_kernels().fp4_gemm;
+  for (std::int64_t m : {1, 2, 3, 4, 5, 7, 16, 17, 33}) {
+    const auto x = random_activations(rng, m, k);
+    std::vector<float> want(static_cast<std::size_t>(m * n));
+    ref->run(x.data(), m, w->w, want.data(), sem);
+    for (const Backend* b : runnable(family)) {
+      std::vector<float> got(want.size(), NAN);
+      b->family(family).gemm->run(x.data(), m, w->w, got.data(), sem);
+      const double err = max_error(got, want, m, n);
+      EXPECT_LE(err, tolerance(b->family(family).precision))
+          << b->name << " " << dtype_name(dtype) << " n=" << n << " k=" << k << " m=" << m;
+    }
+  }
+}
+
+TEST(Backends, AllFamiliesHaveRunnableCandidates) {
+  for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention})
+    EXPECT_FALSE(runnable(f).empty());
+  if (cpu_features().usable(CpuFeature::AVX512F)) {
+    EXPECT_GE(runnable(OpFamily::Fp4Gemm).size(), 3u);
+  }
+}
+
+TEST(Backends, Nvfp4W4A16MatchesReference) {
+  for (std::int64_t n : {1, 5, 37, 64})
+    for (std::int64_t k : {16, 48, 64, 272})
+      check_gemm(OpFamily::Fp4Gemm, SchemeKind::NVFP4, DType::U8, n, k, Fp4Semantics::W4A16);
+}
+
+TEST(Backends, Nvfp4W4A4MatchesReference) {
+  for (std::int64_t k : {32, 80}) check_gemm(OpFamily::Fp4Gemm, SchemeKind::NVFP4, DType::U8, 19, k, Fp4Semantics::W4A4);
+}
+
+TEST(Backends, DenseDtypesMatchReference) {
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (std::int64_t k : {8, 21, 64, 200}) check_gemm(OpFamily::DenseGemm, SchemeKind::Dense, dt, 13, k, Fp4Semantics::W4A16);
+  for (std::int64_t k : {16, 40}) check_gemm(OpFamily::DenseGemm, SchemeKind::FP8, DType::F8_E4M3, 9, k, Fp4Semantics::W4A16);
+}
+
+TEST(Backends, Fp8EveryCodeDecodes) {
+  // One row holding all 254 non-NaN codes, against one-hot activations: each output is one code.
+  std::vector<std::uint8_t> codes;
+  for (int c = 0; c < 256; ++c)
+    if ((c & 0x7F) != 0x7F) codes.push_back(static_cast<std::uint8_t>(c));
+  while (codes.size() % 16 != 0) codes.push_back(0);
+  const auto k = static_cast<std::int64_t>(codes.size());
+  WeightMatrix w;
+  w.kind = SchemeKind::FP8;
+  w.dtype = DType::F8_E4M3;
+  w.n = 1;
+  w.k = k;
+  w.data = codes.data();
+  w.weight_scale_2 = 1.0f;
+  std::vector<float> x(static_cast<std::size_t>(k * k), 0.0f);
+  for (std::int64_t i = 0; i < k; ++i) x[i * k + i] = 1.0f;
+  std::vector<float> want(static_cast<std::size_t>(k));
+  reference_kernels().dense_gemm->run(x.data(), k, w, want.data(), Fp4Semantics::W4A16);
+  for (const Backend* b : runnable(OpFamily::DenseGemm)) {
+    if (b->family(OpFamily::DenseGemm).precision != Precision::Fp32) continue;
+    std::vector<float> got(want.size(), NAN);
+    b->dense.gemm->run(x.data(), k, w, got.data(), Fp4Semantics::W4A16);
+    for (std::int64_t i = 0; i < k; ++i) EXPECT_EQ(got[i], want[i]) << b->name << " code " << int(codes[i]);
+  }
+}
+
+TEST(Backends, Nvfp4NanScalePropagates) {
+  // E4M3 0x7F is NaN: a block with it must poison its outputs in every backend, as in the reference.
+  Rng rng(5);
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 8, 64);
+  w->scales[3 * 4 + 1] = 0x7F;
+  const auto x = random_activations(rng, 1, 64);
+  for (const Backend* b : runnable(OpFamily::Fp4Gemm)) {
+    std::vector<float> y(8, 0.0f);
+    b->fp4.gemm->run(x.data(), 1, w->w, y.data(), Fp4Semantics::W4A16);
+    for (int n = 0; n < 8; ++n) EXPECT_EQ(std::isnan(y[n]), n == 3) << b->name << " row " << n;
+  }
+}
+
+TEST(Backends, MoeMatchesReference) {
+  for (SchemeKind kind : {SchemeKind::NVFP4, SchemeKind::Dense}) {
+    MoeShape s;
+    s.hidden = 64;
+    s.intermediate = 48;
+    s.experts = 8;
+    s.top_k = 3;
+    s.norm_topk_prob = kind == SchemeKind::NVFP4;
+    s.expert_kind = kind;
+    s.expert_dtype = kind == SchemeKind::NVFP4 ? DType::U8 : DType::BF16;
+    Rng rng(11);
+    auto moe = random_moe(rng, s, 1 << 20);
+    for (std::int64_t m : {1, 5, 40}) {
+      const auto x = random_activations(rng, m, s.hidden);
+      std::vector<float> want(static_cast<std::size_t>(m * s.hidden));
+      reference_kernels().moe->run(x.data(), m, moe->layer, want.data(), Fp4Semantics::W4A16);
+      for (const Backend* b : runnable(OpFamily::Moe)) {
+        std::vector<float> got(want.size(), NAN);
+        b->moe.moe->run(x.data(), m, moe->layer, got.data(), Fp4Semantics::W4A16);
+        EXPECT_LE(max_error(got, want, m, s.hidden), tolerance(b->moe.precision)) << b->name << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Backends, AttentionMatchesReference) {
+  struct Case {
+    std::int64_t heads, kv, dim, m, past;
+  };
+  for (const Case& c : {Case{4, 2, 16, 1, 0}, Case{4, 2, 16, 5, 9}, Case{8, 2, 64, 3, 40}, Case{4, 4, 128, 17, 3}, Case{2, 1, 272, 2, 5}}) {
+    Rng rng(c.heads * 31 + c.dim);
+    const std::int64_t total = c.past + c.m;
+    const auto q = random_activations(rng, c.m, c.heads * c.dim);
+    const auto k = random_activations(rng, total, c.kv * c.dim);
+    const auto v = random_activations(rng, total, c.kv * c.dim);
+    std::vector<float> want(q.size());
+    AttentionArgs a{q.data(), k.data(), v.data(), want.data(), c.m, c.past, c.heads, c.kv, c.dim, 1.0f / std::sqrt(float(c.dim))};
+    reference_kernels().attention->run(a);
+    for (const Backend* b : runnable(OpFamily::Attention)) {
+      if (!b->attention.attention_unsupported(AttentionShape{c.heads, c.kv, c.dim}).empty()) continue;
+      std::vector<float> got(want.size(), NAN);
+      a.out = got.data();
+      b->attention.attention->run(a);
+      EXPECT_LE(max_error(got, want, c.m, c.heads * c.dim), tolerance(b->attention.precision)) << b->name << " dim=" << c.dim;
+    }
+  }
+}
+
+TEST(Backends, WrongKindIsAClearError) {
+  Rng rng(1);
+  auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, 4, 32);
+  std::vector<float> x(32), y(4);
+  for (const Backend* b : runnable(OpFamily::Fp4Gemm)) {
+    try {
+      b->fp4.gemm->run(x.data(), 1, w->w, y.data(), Fp4Semantics::W4A16);
+      if (b->name != "reference") ADD_FAILURE() << b->name << " accepted a BF16 weight as NVFP4";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(b->name), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fp4serve::kernels
