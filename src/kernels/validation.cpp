@@ -133,7 +133,7 @@ struct FamilyValidator::Impl {
         const std::vector<float> bias = random_activations(rng, 1, s.hidden);
         const bool can_hot = s.router_kind == SchemeKind::Dense;
         if (can_hot) {
-          d.hot = hot_router(rng, s, std::min<std::int64_t>(s.experts, 2 * s.top_k), bias);
+          d.hot = hot_router(rng, s, s.top_k, bias);
           d.hot_layer = d.moe->layer;
           d.hot_layer.router = d.hot->w;
         }

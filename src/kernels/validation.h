@@ -12,10 +12,13 @@
 
 namespace fp4serve::kernels {
 
-// Token counts validation uses: M = 1 (decode), an odd M past one full 16-row tile, a large M
-// (prefill; multiple tiles). MoE and attention use smaller counts (their reference is costlier).
-inline constexpr std::int64_t kGemmValidationM[] = {1, 19, 48};
-inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 32};  // the last with a hot router
+// Token counts validation uses: M = 1 (decode), an odd M one past a full 16-row tile, and a
+// large odd M spanning several tiles and AMX's 32-row blocks (prefill path, with a remainder).
+inline constexpr std::int64_t kGemmValidationM[] = {1, 17, 33};
+// MoE: one token; 7 tokens (a remainder past a 4-token tile) on the model's router; 17 tokens on
+// a "hot" router that sends every token to the same top_k experts, so each expert GEMM sees
+// M = 17 (the prefill path, with a remainder).
+inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 17};
 struct AttentionCaseShape {
   std::int64_t m, past;
 };

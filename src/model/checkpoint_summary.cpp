@@ -1,6 +1,7 @@
 #include "model/checkpoint_summary.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
@@ -97,7 +98,9 @@ CheckpointSummary summarize_checkpoint(const std::filesystem::path& dir) {
       if (module && module->scheme.kind == SchemeKind::NVFP4) params = module->out_features * module->in_features;
     }
     if (module) {
+      // Shown as formats are usually written: NVFP4, FP8, or the dense dtype (BF16, F32, ...).
       scheme = std::string(scheme_kind_name(module->scheme.kind));
+      std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char ch) { return std::toupper(ch); });
       if (module->scheme.kind == SchemeKind::Dense) scheme = std::string(dtype_name(module->scheme.storage));
       if (module->scheme.activations_quantized) s.activation_scales = true;
     }

@@ -82,6 +82,22 @@ TEST_F(Cli, Inspect30bA3bReportsRealParameterCounts) {
   EXPECT_GT(j["tensors"].get<int>(), 128 * 3 * 48 * 4);
 }
 
+TEST_F(Cli, InspectWarnsWhenOnlyExpertsAreQuantized) {
+  const auto out = (dir_ / "experts").string();
+  auto synth = run("synth --preset tiny --quant-scope experts --quiet --out " + out);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+  auto inspect = run("inspect --json " + out);
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  const auto j = nlohmann::json::parse(inspect.out);
+  std::string warnings;
+  for (const auto& w : j["warnings"]) warnings += w.get<std::string>() + "\n";
+  EXPECT_NE(warnings.find("self-attention projections stay BF16"), std::string::npos) << warnings;
+  bool attention_bf16 = false;
+  for (const auto& g : j["module_groups"])
+    if (g["group"] == "model.layers.*.self_attn.q_proj") attention_bf16 = g["scheme"] == "BF16";
+  EXPECT_TRUE(attention_bf16);
+}
+
 TEST_F(Cli, ErrorsNameWhatIsWrongAndExitNonZero) {
   auto missing = run("inspect " + (dir_ / "nope").string());
   EXPECT_NE(missing.code, 0);

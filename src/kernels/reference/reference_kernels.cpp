@@ -1,37 +1,60 @@
-// The scalar reference backends: straightforward loops in fp32 (double accumulation where it
-// costs nothing in clarity), the source of truth every other backend is validated against.
+// The scalar reference backends: straightforward loops with fp64 accumulation, the source of
+// truth every other backend is validated against. Each weight row is dequantized once per call
+// (weight_rows.h, the format definition) and used for every activation row; products of two
+// floats are exact in fp64, so the result differs from the exact dot product only by fp64
+// rounding of the sums (~1e-16 relative), whatever the summation order. Rows of W are split over
+// the thread pool: validation computes these outputs at every start and must be quick.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/weight_rows.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
 
 namespace {
 
+// Eight independent fp64 partial sums: the same value to ~1e-16, without one long chain of
+// dependent adds.
+double dot(const float* a, const float* b, std::size_t k) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0, s5 = 0.0, s6 = 0.0, s7 = 0.0;
+  std::size_t j = 0;
+  for (; j + 8 <= k; j += 8) {
+    s0 += static_cast<double>(a[j]) * b[j];
+    s1 += static_cast<double>(a[j + 1]) * b[j + 1];
+    s2 += static_cast<double>(a[j + 2]) * b[j + 2];
+    s3 += static_cast<double>(a[j + 3]) * b[j + 3];
+    s4 += static_cast<double>(a[j + 4]) * b[j + 4];
+    s5 += static_cast<double>(a[j + 5]) * b[j + 5];
+    s6 += static_cast<double>(a[j + 6]) * b[j + 6];
+    s7 += static_cast<double>(a[j + 7]) * b[j + 7];
+  }
+  for (; j < k; ++j) s0 += static_cast<double>(a[j]) * b[j];
+  return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+}
+
 class ReferenceGemm final : public GemmKernel {
  public:
   void run(const float* x, std::int64_t m, const WeightMatrix& w, float* y, Fp4Semantics semantics) const override {
     const auto k = static_cast<std::size_t>(w.k);
-    std::vector<float> row(k), act(k);
-    const bool w4a4 = semantics == Fp4Semantics::W4A4 && w.kind == SchemeKind::NVFP4;
-    for (std::int64_t n = 0; n < w.n; ++n) {
-      dequantize_row(w, n, row.data());
-      for (std::int64_t i = 0; i < m; ++i) {
-        const float* xi = x + i * w.k;
-        if (w4a4) {
-          std::copy(xi, xi + k, act.begin());
-          fake_quantize_activations_nvfp4(act.data(), w.k, w.input_scale);
-          xi = act.data();
-        }
-        double acc = 0.0;
-        for (std::size_t j = 0; j < k; ++j) acc += static_cast<double>(xi[j]) * row[j];
-        y[i * w.n + n] = static_cast<float>(acc);
-      }
+    // W4A4: each activation row quantized once, as the tensor-core kernels do.
+    std::vector<float> act;
+    if (semantics == Fp4Semantics::W4A4 && w.kind == SchemeKind::NVFP4) {
+      act.assign(x, x + m * w.k);
+      for (std::int64_t i = 0; i < m; ++i) fake_quantize_activations_nvfp4(act.data() + i * w.k, w.k, w.input_scale);
+      x = act.data();
     }
+    parallel_for(w.n, 8, [&](std::int64_t n0, std::int64_t n1) {
+      std::vector<float> row(k);
+      for (std::int64_t n = n0; n < n1; ++n) {
+        dequantize_row(w, n, row.data());
+        for (std::int64_t i = 0; i < m; ++i) y[i * w.n + n] = static_cast<float>(dot(x + i * w.k, row.data(), k));
+      }
+    });
   }
 };
 
@@ -42,35 +65,64 @@ class ReferenceMoe final : public MoeKernel {
   void run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const override {
     const std::int64_t hidden = layer.router.k;
     const auto num_experts = static_cast<std::size_t>(layer.router.n);
+    const auto k = static_cast<std::size_t>(layer.top_k);
     const ReferenceGemm gemm;
-    std::vector<float> logits(num_experts), gate, up, out(static_cast<std::size_t>(hidden));
+
+    // Routing, per token: router softmax in fp32 (sum in fp64), top-k (ties: lower expert
+    // index first), weights optionally renormalised over the chosen k.
+    std::vector<float> logits(num_experts * static_cast<std::size_t>(m));
+    gemm.run(x, m, layer.router, logits.data(), semantics);
+    std::vector<std::size_t> chosen(static_cast<std::size_t>(m) * k);
+    std::vector<float> weight(chosen.size());
     for (std::int64_t t = 0; t < m; ++t) {
-      const float* xt = x + t * hidden;
-      float* yt = y + t * hidden;
-      gemm.run(xt, 1, layer.router, logits.data(), semantics);
-      // Router softmax in fp32, then top-k (ties: lower expert index first).
-      const float mx = *std::max_element(logits.begin(), logits.end());
+      const float* lt = logits.data() + t * static_cast<std::int64_t>(num_experts);
+      const float mx = *std::max_element(lt, lt + num_experts);
       double sum = 0.0;
       std::vector<float> probs(num_experts);
-      for (std::size_t e = 0; e < num_experts; ++e) sum += probs[e] = std::exp(logits[e] - mx);
+      for (std::size_t e = 0; e < num_experts; ++e) sum += probs[e] = std::exp(lt[e] - mx);
       for (float& p : probs) p = static_cast<float>(p / sum);
       std::vector<std::size_t> order(num_experts);
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return probs[a] > probs[b]; });
-      const auto k = static_cast<std::size_t>(layer.top_k);
       float chosen_sum = 0.0f;
       for (std::size_t i = 0; i < k; ++i) chosen_sum += probs[order[i]];
+      for (std::size_t i = 0; i < k; ++i) {
+        chosen[t * k + i] = order[i];
+        weight[t * k + i] = layer.norm_topk_prob ? probs[order[i]] / chosen_sum : probs[order[i]];
+      }
+    }
+
+    // Each chosen expert runs once on all of its tokens (the same dot products as one token at
+    // a time); outputs land in a slot per (token, rank).
+    std::vector<float> slots(chosen.size() * static_cast<std::size_t>(hidden));
+    for (std::size_t e = 0; e < num_experts; ++e) {
+      std::vector<std::size_t> mine;  // indices t * k + rank routed to e
+      for (std::size_t s = 0; s < chosen.size(); ++s)
+        if (chosen[s] == e) mine.push_back(s);
+      if (mine.empty()) continue;
+      const MoeExpert& ex = layer.experts[e];
+      const auto cnt = static_cast<std::int64_t>(mine.size());
+      const auto inter = static_cast<std::size_t>(ex.gate.n);
+      std::vector<float> xs(mine.size() * static_cast<std::size_t>(hidden));
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(x + static_cast<std::int64_t>(mine[i] / k) * hidden, hidden, xs.begin() + static_cast<std::ptrdiff_t>(i * hidden));
+      std::vector<float> gate(mine.size() * inter), up(gate.size()), out(xs.size());
+      gemm.run(xs.data(), cnt, ex.gate, gate.data(), semantics);
+      gemm.run(xs.data(), cnt, ex.up, up.data(), semantics);
+      for (std::size_t j = 0; j < gate.size(); ++j) gate[j] = silu(gate[j]) * up[j];
+      gemm.run(gate.data(), cnt, ex.down, out.data(), semantics);
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        std::copy_n(out.begin() + static_cast<std::ptrdiff_t>(i * hidden), hidden, slots.begin() + static_cast<std::ptrdiff_t>(mine[i] * hidden));
+    }
+
+    // Weighted sum per token in rank order.
+    for (std::int64_t t = 0; t < m; ++t) {
+      float* yt = y + t * hidden;
       std::fill(yt, yt + hidden, 0.0f);
       for (std::size_t i = 0; i < k; ++i) {
-        const MoeExpert& ex = layer.experts[order[i]];
-        const float weight = layer.norm_topk_prob ? probs[order[i]] / chosen_sum : probs[order[i]];
-        gate.resize(static_cast<std::size_t>(ex.gate.n));
-        up.resize(static_cast<std::size_t>(ex.up.n));
-        gemm.run(xt, 1, ex.gate, gate.data(), semantics);
-        gemm.run(xt, 1, ex.up, up.data(), semantics);
-        for (std::size_t j = 0; j < gate.size(); ++j) gate[j] = silu(gate[j]) * up[j];
-        gemm.run(gate.data(), 1, ex.down, out.data(), semantics);
-        for (std::int64_t j = 0; j < hidden; ++j) yt[j] += weight * out[static_cast<std::size_t>(j)];
+        const float w = weight[t * k + i];
+        const float* o = slots.data() + (t * k + i) * hidden;
+        for (std::int64_t j = 0; j < hidden; ++j) yt[j] += w * o[j];
       }
     }
   }

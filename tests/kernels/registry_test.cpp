@@ -1,0 +1,221 @@
+// Selection: `auto` picks the fastest backend that passes, skips what the CPU cannot run,
+// honours and validates explicit names, and refuses with a clear error when nothing passes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/model_shapes.h"
+#include "kernels/registry.h"
+#include "util/error.h"
+
+namespace fp4serve::kernels {
+namespace {
+
+BackendOptions quiet_options() {
+  BackendOptions o;
+  o.seed = 1234;
+  o.inject_faults = "";  // independent of the environment the tests run in
+  return o;
+}
+
+// The runnable backends of a family on this machine, fastest first.
+std::vector<std::string> runnable(OpFamily f) {
+  std::vector<std::string> out;
+  for (const Backend& b : compiled_backends())
+    if (b.family(f).present() && cpu_features().missing(b.needs).empty()) out.push_back(b.name);
+  return out;
+}
+
+const Verdict& verdict(const SelectionReport& r, OpFamily f, const std::string& backend) {
+  for (const auto& v : r.family(f).verdicts)
+    if (v.backend == backend) return v;
+  throw std::runtime_error("no verdict for " + backend);
+}
+
+TEST(Registry, AutoPicksTheFastestRunnableBackend) {
+  auto sel = select_kernels(quiet_options(), builtin_shapes());
+  const SelectionReport r = sel->report();
+  for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention}) {
+    const auto names = runnable(f);
+    ASSERT_FALSE(names.empty());
+    EXPECT_EQ(r.family(f).chosen, names.front()) << family_name(f);
+    const Verdict& v = verdict(r, f, names.front());
+    EXPECT_EQ(v.status, VerdictStatus::Passed);
+    EXPECT_GE(v.error, 0.0);
+    EXPECT_LE(v.error, v.tolerance);
+    // Slower candidates are not run once one passed.
+    for (std::size_t i = 1; i < names.size(); ++i) EXPECT_EQ(verdict(r, f, names[i]).status, VerdictStatus::NotTried);
+  }
+  const KernelSet k = sel->kernels();
+  EXPECT_NE(k.fp4_gemm, nullptr);
+  EXPECT_NE(k.dense_gemm, nullptr);
+  EXPECT_NE(k.moe, nullptr);
+  EXPECT_NE(k.attention, nullptr);
+  EXPECT_NE(r.to_text().find("fp4-gemm"), std::string::npos);
+}
+
+TEST(Registry, ValidateAllGivesEveryVerdict) {
+  BackendOptions o = quiet_options();
+  o.validate_all = true;
+  auto sel = select_kernels(o, builtin_shapes());
+  for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention})
+    for (const auto& name : runnable(f)) {
+      const Verdict& v = verdict(sel->report(), f, name);
+      EXPECT_EQ(v.status, VerdictStatus::Passed) << family_name(f) << " " << name << ": " << v.reason;
+      EXPECT_GT(v.seconds, 0.0);
+    }
+}
+
+TEST(Registry, MissingCpuFeaturesMakeBackendsUnsupported) {
+  BackendOptions o = quiet_options();
+  o.cpu = probe_cpu_features("avx512f,amx_tile");
+  auto sel = select_kernels(o, builtin_shapes());
+  const SelectionReport r = sel->report();
+  for (const char* name : {"amx", "avx512"}) {
+    const Verdict& v = verdict(r, OpFamily::Fp4Gemm, name);
+    EXPECT_EQ(v.status, VerdictStatus::Unsupported) << name;
+    EXPECT_NE(v.reason.find("FP4SERVE_CPU_DISABLE"), std::string::npos) << v.reason;
+  }
+  const std::string expect = cpu_features().usable(CpuFeature::AVX2) ? "avx2" : "reference";
+  EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, expect);
+  EXPECT_EQ(r.family(OpFamily::Moe).chosen, expect);
+}
+
+TEST(Registry, UnsupportedShapeIsSkipped) {
+  ShapeSet shapes;
+  shapes.source = "test";
+  shapes.attention = {{4, 2, 24}};  // head_dim 24: avx2 (x8) runs it, avx512 (x16) does not
+  auto sel = select_kernels(quiet_options(), shapes);
+  const SelectionReport r = sel->report();
+  const Verdict& v = verdict(r, OpFamily::Attention, "avx512");
+  EXPECT_EQ(v.status, VerdictStatus::Unsupported);
+  EXPECT_NE(v.reason.find("head_dim 24"), std::string::npos) << v.reason;
+  if (cpu_features().usable(CpuFeature::AVX2)) {
+    EXPECT_EQ(r.family(OpFamily::Attention).chosen, "avx2");
+  }
+  EXPECT_TRUE(r.family(OpFamily::Fp4Gemm).chosen.empty()) << "no fp4 shapes: not used";
+}
+
+TEST(Registry, ExplicitBackendIsValidatedAndUsed) {
+  BackendOptions o = quiet_options();
+  o.fp4_gemm = "reference";
+  o.attention = "reference";
+  auto sel = select_kernels(o, builtin_shapes());
+  const SelectionReport r = sel->report();
+  EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, "reference");
+  EXPECT_EQ(verdict(r, OpFamily::Fp4Gemm, "reference").status, VerdictStatus::Passed);
+  for (const auto& v : r.family(OpFamily::Fp4Gemm).verdicts)
+    if (v.backend != "reference" && v.status != VerdictStatus::Unsupported) {
+      EXPECT_EQ(v.status, VerdictStatus::NotTried);
+    }
+}
+
+TEST(Registry, UnknownOrUnsuitableNamesAreErrors) {
+  BackendOptions o = quiet_options();
+  o.fp4_gemm = "avx1024";
+  try {
+    (void)select_kernels(o, builtin_shapes());
+    FAIL();
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--fp4-gemm-backend avx1024"), std::string::npos) << m;
+    EXPECT_NE(m.find("avx512"), std::string::npos) << "lists the choices: " << m;
+  }
+  o = quiet_options();
+  o.attention = "amx";  // amx has no attention kernels
+  EXPECT_THROW((void)select_kernels(o, builtin_shapes()), Error);
+  o = quiet_options();
+  o.fp4_gemm = "avx512";
+  o.cpu = probe_cpu_features("avx512f");
+  try {
+    (void)select_kernels(o, builtin_shapes());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("avx512f"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Registry, SameSeedSameFigures) {
+  auto a = select_kernels(quiet_options(), builtin_shapes());
+  auto b = select_kernels(quiet_options(), builtin_shapes());
+  const auto& fa = a->report().family(OpFamily::Fp4Gemm);
+  const auto& fb = b->report().family(OpFamily::Fp4Gemm);
+  EXPECT_EQ(fa.verdicts.front().error, fb.verdicts.front().error);
+  BackendOptions fresh = quiet_options();
+  fresh.seed = 0;
+  EXPECT_NE(select_kernels(fresh, builtin_shapes())->report().seed, 0u);
+}
+
+TEST(ModelShapes, Qwen3MoeShapesFromConfig) {
+  ModelConfig c;
+  c.arch = Arch::Qwen3Moe;
+  c.hidden_size = 2048;
+  c.num_hidden_layers = 48;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.moe_intermediate_size = 768;
+  c.norm_topk_prob = true;
+  c.vocab_size = 151936;
+  c.layer_types.assign(48, LayerType::FullAttention);
+  const ShapeSet s = shapes_for_model(c, ResolvedQuantization{});
+  auto has = [](const std::vector<GemmShape>& v, std::int64_t n, std::int64_t k) {
+    for (const auto& g : v)
+      if (g.n == n && g.k == k) return true;
+    return false;
+  };
+  EXPECT_TRUE(has(s.fp4, 768, 2048));
+  EXPECT_TRUE(has(s.fp4, 2048, 768));
+  EXPECT_TRUE(has(s.fp4, 4096, 2048));
+  EXPECT_TRUE(has(s.fp4, 512, 2048));
+  EXPECT_TRUE(has(s.fp4, 2048, 4096));
+  EXPECT_TRUE(has(s.dense, 128, 2048));
+  EXPECT_TRUE(has(s.dense, kValidationMaxN + 151936 % 256, 2048)) << "lm_head N capped, remainder kept";
+  ASSERT_EQ(s.moe.size(), 1u);
+  EXPECT_EQ(s.moe[0].experts, 128);
+  EXPECT_EQ(s.moe[0].top_k, 8);
+  ASSERT_EQ(s.attention.size(), 1u);
+  EXPECT_EQ(s.attention[0].head_dim, 128);
+}
+
+TEST(ModelShapes, FromResolvedModules) {
+  ModelConfig c;
+  c.arch = Arch::Qwen3Moe;
+  c.hidden_size = 64;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 16;
+  c.num_experts = 8;
+  c.num_experts_per_tok = 2;
+  c.moe_intermediate_size = 32;
+  c.tie_word_embeddings = false;
+  ResolvedQuantization q;
+  auto mod = [](std::string name, std::int64_t out, std::int64_t in, SchemeKind kind, DType dt) {
+    LinearModule m;
+    m.name = std::move(name);
+    m.out_features = out;
+    m.in_features = in;
+    m.scheme.kind = kind;
+    m.scheme.storage = dt;
+    return m;
+  };
+  q.modules = {mod("model.embed_tokens", 1000, 64, SchemeKind::Dense, DType::BF16),
+               mod("lm_head", 1000, 64, SchemeKind::Dense, DType::BF16),
+               mod("model.layers.0.mlp.gate", 8, 64, SchemeKind::Dense, DType::BF16),
+               mod("model.layers.0.mlp.experts.0.up_proj", 32, 64, SchemeKind::NVFP4, DType::U8),
+               mod("model.layers.0.mlp.experts.1.up_proj", 32, 64, SchemeKind::NVFP4, DType::U8),
+               mod("model.layers.0.self_attn.q_proj", 64, 64, SchemeKind::FP8, DType::F8_E4M3),
+               mod("mtp.layers.0.fc", 64, 128, SchemeKind::Dense, DType::BF16)};
+  const ShapeSet s = shapes_for_model(c, q);
+  ASSERT_EQ(s.fp4.size(), 1u) << "experts deduplicated";
+  EXPECT_EQ(s.dense.size(), 3u) << "lm_head, router, FP8 q_proj; no embedding (untied), no MTP";
+  ASSERT_EQ(s.moe.size(), 1u);
+  EXPECT_EQ(s.moe[0].expert_kind, SchemeKind::NVFP4);
+  EXPECT_EQ(s.moe[0].router_dtype, DType::BF16);
+}
+
+}  // namespace
+}  // namespace fp4serve::kernels
