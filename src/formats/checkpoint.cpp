@@ -1,6 +1,10 @@
 #include "formats/checkpoint.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <optional>
+#include <thread>
 #include <set>
 #include <utility>
 
@@ -80,17 +84,51 @@ Checkpoint Checkpoint::open(const fs::path& dir) {
   return ck;
 }
 
-void Checkpoint::add_file(const fs::path& path) {
-  files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(path)));
+void Checkpoint::add_file(const fs::path& path) { add_opened(SafetensorsFile::open(path)); }
+
+void Checkpoint::add_opened(SafetensorsFile opened) {
+  files_.push_back(std::make_unique<SafetensorsFile>(std::move(opened)));
   const SafetensorsFile* file = files_.back().get();
   for (const auto& info : file->tensors()) {
     auto [it, inserted] = tensors_.try_emplace(info.name, TensorRef{&info, file});
     if (!inserted) {
       fail("tensor '", info.name, "' appears in both ", it->second.file->path().string(), " and ",
-           path.string());
+           file->path().string());
     }
   }
 }
+
+namespace {
+
+// Parses shard headers on all cores: header parsing is most of what `inspect` spends on a
+// sharded checkpoint. Errors are rethrown in shard order, so messages do not depend on timing.
+std::vector<SafetensorsFile> open_all(const std::vector<fs::path>& paths) {
+  std::vector<std::optional<SafetensorsFile>> opened(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i; (i = next++) < paths.size();) {
+      try {
+        opened[i].emplace(SafetensorsFile::open(paths[i]));
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(paths.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  std::vector<SafetensorsFile> out;
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    out.push_back(std::move(*opened[i]));
+  }
+  return out;
+}
+
+}  // namespace
 
 void Checkpoint::open_sharded(const fs::path& index_path) {
   const std::string where = index_path.string();
@@ -101,36 +139,49 @@ void Checkpoint::open_sharded(const fs::path& index_path) {
   if (!wm->is_object()) fail(where, ": 'weight_map' is not an object (it is ", wm->type_name(), ")");
   if (wm->empty()) fail(where, ": 'weight_map' is empty: no weights");
 
-  // Every shard the index names, each with the first tensor mapped to it (for error messages).
-  std::map<std::string, std::string> shards;
+  // Tens of thousands of tensors name a handful of shards: check each distinct name once.
+  std::map<std::string, std::string> normalized;  // shard name as written -> normalized path
+  std::map<std::string, std::string> shards;      // normalized path -> first tensor mapped to it
   for (const auto& [tensor, shard] : wm->items()) {
     if (!shard.is_string()) {
       fail(where, ": tensor '", tensor, "': weight_map value is not a file name (it is ", shard.dump(), ")");
     }
     const auto& name = shard.get_ref<const std::string&>();
-    if (!is_plain_relative(name)) {
-      fail(where, ": tensor '", tensor, "': shard '", name, "' is not a file name inside the checkpoint folder");
+    auto [it, fresh] = normalized.try_emplace(name);
+    if (fresh) {
+      if (!is_plain_relative(name)) {
+        fail(where, ": tensor '", tensor, "': shard '", name, "' is not a file name inside the checkpoint folder");
+      }
+      it->second = shard_path(name);
     }
-    shards.try_emplace(shard_path(name), tensor);
+    shards.try_emplace(it->second, tensor);
   }
+  std::vector<fs::path> paths;
   for (const auto& [shard, first_tensor] : shards) {
     const fs::path path = dir_ / shard;
     if (!is_file(path)) {
       fail(where, ": tensor '", first_tensor, "' is mapped to shard '", shard, "', but ", path.string(),
            " does not exist");
     }
-    add_file(path);
+    paths.push_back(path);
+  }
+  std::map<std::string, const SafetensorsFile*> file_of;  // normalized shard path -> its file
+  auto opened = open_all(paths);
+  auto shard_it = shards.begin();
+  for (auto& file : opened) {
+    add_opened(std::move(file));
+    file_of[(shard_it++)->first] = files_.back().get();
   }
 
   for (const auto& [tensor, shard] : wm->items()) {
-    const fs::path path = dir_ / shard_path(shard.get<std::string>());
+    const SafetensorsFile* expected = file_of.at(normalized.at(shard.get_ref<const std::string&>()));
     auto it = tensors_.find(tensor);
     if (it == tensors_.end()) {
-      fail(where, ": tensor '", tensor, "' is mapped to ", path.string(), ", which has no such tensor");
+      fail(where, ": tensor '", tensor, "' is mapped to ", expected->path().string(), ", which has no such tensor");
     }
-    if (it->second.file->path() != path) {
-      fail(where, ": tensor '", tensor, "' is mapped to ", path.string(), ", which has no such tensor (it is in ",
-           it->second.file->path().string(), ")");
+    if (it->second.file != expected) {
+      fail(where, ": tensor '", tensor, "' is mapped to ", expected->path().string(),
+           ", which has no such tensor (it is in ", it->second.file->path().string(), ")");
     }
   }
   for (const auto& [name, ref] : tensors_) {

@@ -41,6 +41,7 @@ class Checkpoint {
 
  private:
   void add_file(const std::filesystem::path& path);
+  void add_opened(SafetensorsFile file);
   void open_sharded(const std::filesystem::path& index_path);
 
   std::filesystem::path dir_;

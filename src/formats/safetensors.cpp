@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <optional>
+#include <unordered_set>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -36,65 +39,98 @@ std::string supported_dtypes() {
   return out;
 }
 
-// Builds the DOM in one pass while rejecting keys that appear twice in one object (the DOM would
-// silently keep one of them) and absurd nesting (which would cost memory, not add meaning).
-// nlohmann's callback parser would do the same but rescans the parent object at the end of every
-// child, which is quadratic in the number of tensors (minutes for a 75k-tensor shard).
-class CheckedDomParser : public nlohmann::detail::json_sax_dom_parser<json> {
-  using Base = nlohmann::detail::json_sax_dom_parser<json>;
+// The header's root object, entry by entry in document order: (name, small DOM of its value).
+using HeaderEntries = std::deque<std::pair<std::string, json>>;
+
+// Streams the header: each root entry gets its own small DOM, so 75k tensors never go through one
+// huge std::map (nlohmann's object type), which dominated `inspect` on real checkpoints. Also
+// rejects keys that appear twice in one object (a DOM would silently keep one of them) and absurd
+// nesting (which would cost memory, not add meaning).
+class HeaderSax {
+  using EntryParser = nlohmann::detail::json_sax_dom_parser<json>;
 
  public:
-  CheckedDomParser(json& result, std::string_view source) : Base(result, true), source_(source) {}
+  HeaderSax(HeaderEntries& entries, std::string_view source) : entries_(entries), source_(source) {}
+
+  bool null() { return root_value("null") || sub_->null(); }
+  bool boolean(bool v) { return root_value("boolean") || sub_->boolean(v); }
+  bool number_integer(json::number_integer_t v) { return root_value("number") || sub_->number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return root_value("number") || sub_->number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) {
+    return root_value("number") || sub_->number_float(v, s);
+  }
+  bool string(json::string_t& v) { return root_value("string") || sub_->string(v); }
+  bool binary(json::binary_t& v) { return root_value("binary") || sub_->binary(v); }
 
   bool start_object(std::size_t n) {
     open();
-    return Base::start_object(n);
+    return keys_.size() == 1 || sub_->start_object(n);  // the root object itself is not stored
   }
   bool end_object() {
     keys_.pop_back();
-    return Base::end_object();
+    return keys_.empty() || sub_->end_object();
   }
   bool start_array(std::size_t n) {
+    if (keys_.empty()) fail(source_, ": header is not a JSON object (it is array)");
     open();
-    return Base::start_array(n);
+    return sub_->start_array(n);
   }
   bool end_array() {
     keys_.pop_back();
-    return Base::end_array();
+    return sub_->end_array();
   }
   bool key(json::string_t& key) {
     const std::size_t depth = keys_.size();  // 1 = a key of the root object
-    if (depth == 1) entry_ = key;
-    if (!keys_.back().insert(key).second) {
-      if (depth == 1 && key == "__metadata__") fail(source_, ": '__metadata__' appears twice in the header");
-      if (depth == 1) fail(source_, ": tensor '", key, "' is declared twice in the header");
-      if (entry_ == "__metadata__") fail(source_, ": __metadata__ key '", key, "' appears twice");
-      tensor_fail(source_, entry_, "key '", key, "' appears twice in its entry");
+    if (depth == 1) {
+      entries_.emplace_back(std::move(key), json());  // deque: references to entries stay valid
+      if (!root_keys_.insert(entries_.back().first).second) {
+        if (entries_.back().first == "__metadata__") fail(source_, ": '__metadata__' appears twice in the header");
+        fail(source_, ": tensor '", entries_.back().first, "' is declared twice in the header");
+      }
+      sub_.emplace(entries_.back().second, true);
+      return true;
     }
-    return Base::key(key);
+    if (!keys_.back().insert(key).second) {
+      const std::string& entry = entries_.back().first;
+      if (entry == "__metadata__") fail(source_, ": __metadata__ key '", key, "' appears twice");
+      tensor_fail(source_, entry, "key '", key, "' appears twice in its entry");
+    }
+    return sub_->key(key);
+  }
+  bool parse_error(std::size_t position, const std::string& token, const nlohmann::detail::exception& e) {
+    return EntryParser(dummy_, true).parse_error(position, token, e);  // throws e
   }
 
  private:
+  // A scalar where the root object should be is an error; elsewhere it belongs to an entry.
+  bool root_value(const char* type) {
+    if (keys_.empty()) fail(source_, ": header is not a JSON object (it is ", type, ")");
+    return false;
+  }
   void open() {
     if (keys_.size() >= static_cast<std::size_t>(kMaxJsonDepth))
       fail(source_, ": header JSON nests more than ", kMaxJsonDepth, " levels deep");
     keys_.emplace_back();
   }
+
+  HeaderEntries& entries_;
   std::string_view source_;
-  std::vector<std::set<std::string>> keys_;  // keys seen in each open container
-  std::string entry_;                        // root-level key whose value is being parsed
+  std::optional<EntryParser> sub_;                // builds the current root entry's value
+  std::unordered_set<std::string_view> root_keys_;  // views of the entries' names; there may be 100k
+  std::vector<std::set<std::string>> keys_;       // keys seen in each open container
+  json dummy_;
 };
 
-json parse_json(std::string_view text, std::string_view source) {
-  json result;
-  CheckedDomParser parser(result, source);
+HeaderEntries parse_json(std::string_view text, std::string_view source) {
+  HeaderEntries entries;
+  HeaderSax sax(entries, source);
   try {
-    json::sax_parse(text.begin(), text.end(), &parser);
+    json::sax_parse(text.begin(), text.end(), &sax);
   } catch (const json::exception& e) {
     // parse_error for bad syntax or UTF-8; out_of_range for numbers beyond a double.
     fail(source, ": header is not valid JSON: ", e.what());
   }
-  return result;
+  return entries;
 }
 
 // A JSON non-negative integer that fits `max`; `what` describes the value in the error.
@@ -216,13 +252,13 @@ std::int64_t TensorInfo::numel() const {
 
 SafetensorsHeader parse_safetensors_header(std::string_view text, std::uint64_t data_size,
                                            std::string_view source) {
-  const json doc = parse_json(text, source);
-  if (!doc.is_object()) fail(source, ": header is not a JSON object (it is ", doc.type_name(), ")");
+  const HeaderEntries entries = parse_json(text, source);
 
   SafetensorsHeader header;
   header.header_size = text.size();
   header.data_size = data_size;
-  for (const auto& [name, entry] : doc.items()) {
+  header.tensors.reserve(entries.size());
+  for (const auto& [name, entry] : entries) {
     if (name == "__metadata__") {
       header.metadata = parse_metadata(entry, source);
     } else {

@@ -129,9 +129,9 @@ std::vector<Unit> plan_units(const ModelConfig& c, const std::vector<ParamSpec>&
 }
 
 void append_f32(std::vector<std::uint8_t>& out, float v) {
-  std::uint8_t b[4];
-  std::memcpy(b, &v, 4);
-  out.insert(out.end(), b, b + 4);
+  const std::size_t at = out.size();
+  out.resize(at + 4);
+  std::memcpy(out.data() + at, &v, 4);  // safetensors is little-endian, like x86-64
 }
 
 std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) {
