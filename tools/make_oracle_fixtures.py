@@ -22,6 +22,8 @@ Checkpoint kinds
   (hf_quant_config.json + U8 weights, F8_E4M3 block scales, F32 weight_scale_2 / input_scale).
 * NVFP4, compressed-tensors: the ModelOpt export converted with compressed-tensors' own
   `convert_checkpoint(..., ModelOptNvfp4Converter)` (weight_packed, inverted global scales).
+* FP8, ModelOpt: `mtq.FP8_DEFAULT_CFG` and the same export (F8_E4M3 weights, F32 per-tensor
+  weight_scale and input_scale); the reference uses fp8 * weight_scale in fp32, fp32 activations.
 
 For NVFP4 the reference is transformers (fp32) on the weights dequantized by the producing tool
 (ModelOpt NVFP4QTensor.dequantize / compressed-tensors' dequantize), which is what W4A16 means.
@@ -92,7 +94,8 @@ class Fixture:
     description: str
     arch: str                     # "qwen3_moe" or "qwen3"
     config: dict
-    quant: str = "bf16"           # "bf16", "modelopt" (NVFP4, W4A16 + W4A4), "ct" (NVFP4, W4A16)
+    quant: str = "bf16"           # "bf16", "modelopt" (NVFP4, W4A16 + W4A4), "ct" (NVFP4, W4A16),
+                                  # "modelopt_fp8" (FP8 per tensor, fp32 activations)
     base: str | None = None       # quantized fixtures: the BF16 fixture whose model they quantize
     extra: dict = field(default_factory=dict)
 
@@ -127,6 +130,11 @@ FIXTURES = [
             "ModelOpt NVFP4 (NVFP4_DEFAULT_CFG: attention, dense MLP and experts W4A4; router, embeddings "
             "and lm_head BF16) of a random model with moe_bf16_gqa4_tied_dense_layer's config",
             "qwen3_moe", {}, quant="modelopt", base="moe_bf16_gqa4_tied_dense_layer"),
+    Fixture("moe_fp8_modelopt",
+            "ModelOpt FP8 per-tensor (FP8_DEFAULT_CFG: attention, dense MLP and experts F8_E4M3 with F32 "
+            "weight_scale; router, embeddings and lm_head BF16) of a random model with "
+            "moe_bf16_gqa4_tied_dense_layer's config; activations stay fp32",
+            "qwen3_moe", {}, quant="modelopt_fp8", base="moe_bf16_gqa4_tied_dense_layer"),
     Fixture("moe_nvfp4_ct",
             "compressed-tensors NVFP4 (ModelOptNvfp4Converter of a ModelOpt export) of a random model with "
             "moe_bf16_gqa2's config",
@@ -278,7 +286,7 @@ def vllm_ref_quant_dequant(x: torch.Tensor, global_scale: torch.Tensor, block: i
     return deq.reshape(shape)
 
 
-def modelopt_export(model, calib_ids: list[int], out: Path) -> None:
+def modelopt_export(model, calib_ids: list[int], out: Path, fp8: bool = False) -> None:
     import modelopt.torch.quantization as mtq
     from modelopt.torch.export import export_hf_checkpoint
 
@@ -288,7 +296,7 @@ def modelopt_export(model, calib_ids: list[int], out: Path) -> None:
     def calibrate(m):
         m(torch.tensor([calib_ids]))
 
-    mtq.quantize(qmodel, mtq.NVFP4_DEFAULT_CFG, calibrate)
+    mtq.quantize(qmodel, mtq.FP8_DEFAULT_CFG if fp8 else mtq.NVFP4_DEFAULT_CFG, calibrate)
     export_hf_checkpoint(qmodel, export_dir=str(out))
 
 
@@ -313,7 +321,13 @@ def dequantized_state(ckpt: Path, kind: str) -> tuple[dict[str, torch.Tensor], d
     (ModelOpt convention, amax/2688) for W4A4."""
     t = read_tensors(ckpt / "model.safetensors")
     weights, input_scales = {}, {}
-    if kind == "modelopt":
+    if kind == "modelopt_fp8":
+        for name, w in t.items():
+            if name.endswith(".weight"):
+                module = name[: -len(".weight")]
+                scale = t.get(module + ".weight_scale") if w.dtype == torch.float8_e4m3fn else None
+                weights[module] = w.float() * scale.float() if scale is not None else w.float()
+    elif kind == "modelopt":
         from modelopt.torch.quantization.qtensor import NVFP4QTensor
         for name, w in t.items():
             if not name.endswith(".weight"):
@@ -466,7 +480,7 @@ def build_nvfp4(fx: Fixture, out: Path, base: tuple, prompt_ids: list[int], tok:
         calib = greedy_oracle(model, prompt_ids)["ids"]
         with tempfile.TemporaryDirectory() as tmp:
             mo_dir = Path(tmp) / "modelopt"
-            modelopt_export(model, calib, mo_dir)
+            modelopt_export(model, calib, mo_dir, fp8=fx.quant == "modelopt_fp8")
             tidy_checkpoint(mo_dir)
             if fx.quant == "ct":
                 ct_convert(mo_dir, Path(tmp) / "ct")

@@ -16,6 +16,7 @@ int run_app(int argc, char** argv) {
   register_inspect(app);
   register_synth(app);
   register_tokenize(app);
+  register_doctor(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

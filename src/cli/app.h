@@ -12,5 +12,6 @@ int run_app(int argc, char** argv);
 void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_tokenize(CLI::App& app);  // tokenize, detokenize, template
+void register_doctor(CLI::App& app);
 
 }  // namespace fp4serve::cli

@@ -128,8 +128,8 @@ Backend make_amx() {
   b.name = "amx";
   b.description = "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16";
   b.speed_rank = 30;
-  b.needs = {CpuFeature::AMX_TILE, CpuFeature::AMX_BF16, CpuFeature::AVX512F, CpuFeature::AVX512BW,
-             CpuFeature::AVX512VL, CpuFeature::FMA, CpuFeature::F16C};
+  b.needs = {CpuFeature::AMX_TILE, CpuFeature::AMX_BF16, CpuFeature::AVX512F,  CpuFeature::AVX512BW,
+             CpuFeature::AVX512VL, CpuFeature::AVX512_BF16, CpuFeature::FMA, CpuFeature::F16C};
   b.dense = gemm_family(&dense, Precision::Bf16Activations, kAmxFromM, dense_dtype_ok);
   b.fp4 = gemm_family(&fp4, Precision::Bf16Activations, kAmxFromM, any_gemm);
   b.moe = moe_family(&moe, Precision::Bf16Activations);

@@ -55,7 +55,7 @@ void from_config(const ModelConfig& c, ShapeSet& set) {
 }  // namespace
 
 std::int64_t validation_n(std::int64_t n) {
-  return n > kValidationMaxN + 256 ? kValidationMaxN + n % 256 : n;
+  return n > kValidationCapAbove ? kValidationCappedN + n % 256 : n;
 }
 
 ShapeSet shapes_for_model(const ModelConfig& config, const ResolvedQuantization& q, Fp4Semantics semantics) {

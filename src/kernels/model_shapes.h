@@ -7,10 +7,12 @@
 
 namespace fp4serve::kernels {
 
-// Validation caps N at kValidationMaxN + (N mod 256) when N exceeds that (lm_head's 151936):
-// every backend blocks rows in divisors of 256 and threads split rows in such blocks, so the
-// capped shape runs the same code paths, including the remainder, at 1/70 of the cost.
-inline constexpr std::int64_t kValidationMaxN = 2048;
+// Validation runs every shape at its real N except vocabulary-sized ones (lm_head, N = 151936):
+// those are capped to kValidationCappedN + (N mod 256). Every backend blocks rows in divisors of
+// 256 and threads split rows in such blocks, so the capped shape runs the same code paths,
+// including the remainder, at 1/70 of the cost.
+inline constexpr std::int64_t kValidationCapAbove = 16384;
+inline constexpr std::int64_t kValidationCappedN = 2048;
 std::int64_t validation_n(std::int64_t n);
 
 // From the resolved checkpoint: every Linear the text model runs (embeddings only when tied to

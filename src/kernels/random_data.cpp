@@ -125,7 +125,9 @@ std::unique_ptr<OwnedWeight> hot_router(Rng& rng, const MoeShape& s, std::int64_
   const std::size_t size = dtype_size(s.router_dtype);
   for (std::int64_t e = 0; e < hot && e < s.experts; ++e)
     for (std::int64_t j = 0; j < s.hidden; ++j) {
-      const float v = 0.08f * bias[static_cast<std::size_t>(j)] + rng.uniform(-0.01f, 0.01f);
+      // Hot logits come out near 12 for any hidden size (|bias|^2 ~ hidden / 3): far above the
+      // other experts' (std ~1), yet small enough that fp32 router rounding stays ~1e-7.
+      const float v = 36.0f / static_cast<float>(s.hidden) * bias[static_cast<std::size_t>(j)] + rng.uniform(-0.01f, 0.01f);
       std::uint8_t* p = r->data.data() + (e * s.hidden + j) * static_cast<std::int64_t>(size);
       if (s.router_dtype == DType::F32) {
         std::memcpy(p, &v, 4);

@@ -20,6 +20,8 @@ enum ScratchSlot : int {
 // the next call with the same slot on this thread.
 void* thread_scratch(int slot, std::size_t bytes);
 
+// Generic code only: ISA files call thread_scratch() and cast, so no template instantiation is
+// ever compiled with ISA flags (see src/kernels/CMakeLists.txt).
 template <class T>
 T* thread_scratch_as(int slot, std::size_t count) {
   return static_cast<T*>(thread_scratch(slot, count * sizeof(T)));

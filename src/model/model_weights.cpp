@@ -5,7 +5,6 @@
 #include <bit>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>

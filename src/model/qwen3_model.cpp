@@ -47,10 +47,9 @@ struct Qwen3Model::Scratch {
   std::vector<float> cos, sin;                // [m, rotary_dim / 2]
 };
 
-Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernels, kernels::Fp4Semantics semantics)
-    : weights_(std::move(weights)), kernels_(kernels), semantics_(semantics), rope_(weights_.config) {
-  if (!kernels_.dense_gemm || !kernels_.fp4_gemm || !kernels_.moe || !kernels_.attention)
-    fail("the kernel set is incomplete (dense_gemm, fp4_gemm, moe and attention are all required)");
+Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernel_set, kernels::Fp4Semantics semantics)
+    : weights_(std::move(weights)), semantics_(semantics), rope_(weights_.config) {
+  set_kernels(kernel_set);
   if (semantics_ == kernels::Fp4Semantics::W4A4) {
     const std::string dir = weights_.checkpoint->dir().string();
     if (weights_.nvfp4_matrices() == 0) fail(dir, ": W4A4 was requested but no weight of this checkpoint is NVFP4");
@@ -60,6 +59,18 @@ Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernels, kernels
            missing.front(), "' (a weight-only W4A16 checkpoint); run without W4A4");
     }
   }
+}
+
+void Qwen3Model::set_kernels(kernels::KernelSet kernel_set) {
+  // A family the model does not use (no NVFP4 weight: fp4_gemm; dense qwen3: moe) may be null.
+  const bool uses_fp4 = weights_.nvfp4_matrices() > 0;
+  const bool uses_moe = std::any_of(weights_.layers.begin(), weights_.layers.end(),
+                                    [](const DecoderLayerWeights& l) { return l.sparse_moe; });
+  if (!kernel_set.dense_gemm || !kernel_set.attention || (uses_fp4 && !kernel_set.fp4_gemm) ||
+      (uses_moe && !kernel_set.moe))
+    fail("the kernel set lacks a family this model uses (dense GEMM, attention", uses_fp4 ? ", FP4 GEMM" : "",
+         uses_moe ? ", MoE" : "", ")");
+  kernels_ = kernel_set;
 }
 
 void Qwen3Model::linear(const float* x, std::int64_t m, const kernels::WeightMatrix& w, float* y) const {

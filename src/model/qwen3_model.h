@@ -30,8 +30,13 @@ class Qwen3Model {
  public:
   // `semantics` chooses how NVFP4 weights meet activations: W4A16 (default) or W4A4, which
   // needs a static input_scale on every NVFP4 matrix (an Error names the first without one).
-  Qwen3Model(ModelWeights weights, kernels::KernelSet kernels,
+  Qwen3Model(ModelWeights weights, kernels::KernelSet kernel_set,
              kernels::Fp4Semantics semantics = kernels::Fp4Semantics::W4A16);
+
+  // Swaps the kernels (the registry's run-time guard may fall back to another backend). Not
+  // safe while a forward() is running.
+  void set_kernels(kernels::KernelSet kernel_set);
+  const kernels::KernelSet& kernels() const { return kernels_; }
 
   const ModelConfig& config() const { return weights_.config; }
   const ModelWeights& weights() const { return weights_; }

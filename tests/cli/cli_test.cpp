@@ -1,5 +1,6 @@
 // End-to-end: the real binary, as a user runs it.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -127,6 +128,35 @@ TEST_F(Cli, VersionAndHelp) {
   auto h = run("synth --help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("--no-data"), std::string::npos);
+}
+
+TEST_F(Cli, DoctorJsonHasEveryBackendWithAVerdict) {
+  auto r = run("doctor --json --seed 7");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "fp4serve.doctor/1");
+  EXPECT_TRUE(j["ok"].get<bool>());
+  for (const auto& f : j["validation"]["families"])
+    for (const auto& c : f["candidates"])
+      EXPECT_TRUE(c["status"] == "passed" || c["status"] == "unsupported") << f["family"] << " " << c["backend"];
+}
+
+TEST_F(Cli, DoctorOnASynthModel) {
+  const auto out = (dir_ / "tiny").string();
+  ASSERT_EQ(run("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out).code, 0);
+  auto r = run("doctor --json -m " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["arch"], "qwen3_moe");
+  for (const auto& f : j["validation"]["families"]) EXPECT_FALSE(f["chosen"].is_null()) << f["family"];
+}
+
+TEST_F(Cli, DoctorRefusesANamedBrokenBackend) {
+  ::setenv("FP4SERVE_INJECT_FAULT", "reference:nan", 1);
+  auto r = run("doctor --fp4-gemm-backend reference");
+  ::unsetenv("FP4SERVE_INJECT_FAULT");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("Refusing to start"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // each k pair p, one 64-byte row holding (x[m][2p], x[m][2p+1]) for 16 tokens m.
 // NVFP4 rows decode straight into A tiles: E2M1 x E4M3 has at most 6 significant bits, so the
 // product is exact in bf16 and truncating its fp32 form is lossless; the per-tensor scale is
-// applied to the fp32 result. Activations are rounded to bf16 (round to nearest even): that is
+// applied to the fp32 result. Activations are rounded to bf16 (round to nearest even; inputs
+// below 2^-126 flush to zero, as vcvtne2ps2bf16 does): that is
 // this backend's only rounding beyond fp32 accumulation, hence its Bf16Activations tolerance.
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
@@ -45,24 +46,33 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-std::uint16_t to_bf16(float f) {
-  std::uint32_t u = 0;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);  // NaN stays NaN
-  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
 // xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
+// Per 16 tokens x 32 k: each token's 32 values are rounded to bf16 (round to nearest even,
+// vcvtne2ps2bf16) into 16 pair-words, then the 16 x 16 word block is transposed through a small
+// buffer so each 64-byte B-tile row holds one k pair for 16 tokens.
 void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, std::int64_t mp, std::int64_t kp) {
   const std::int64_t kpairs = kp / 2;
+  alignas(64) std::uint32_t rows[16][16];
   for (std::int64_t mt = 0; mt < mp / 16; ++mt)
-    for (std::int64_t p = 0; p < kpairs; ++p) {
-      std::uint16_t* row = xt + (mt * kpairs + p) * 32;
+    for (std::int64_t kk = 0; kk < kp; kk += 32) {
+      const std::int64_t valid = k - kk < 32 ? k - kk : 32;
+      const __mmask16 lo = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u);
+      const __mmask16 hi = static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u);
       for (std::int64_t j = 0; j < 16; ++j) {
-        const std::int64_t mi = mt * 16 + j, k0 = 2 * p;
-        row[2 * j] = mi < m && k0 < k ? to_bf16(x[mi * k + k0]) : 0;
-        row[2 * j + 1] = mi < m && k0 + 1 < k ? to_bf16(x[mi * k + k0 + 1]) : 0;
+        const std::int64_t mi = mt * 16 + j;
+        if (mi < m) {
+          const float* src = x + mi * k + kk;
+          const __m512 a = _mm512_maskz_loadu_ps(lo, src);
+          const __m512 b = _mm512_maskz_loadu_ps(hi, src + 16);
+          const __m512bh words = _mm512_cvtne2ps_pbh(b, a);  // elements 0..15 from a, 16..31 from b
+          std::memcpy(rows[j], &words, sizeof(words));
+        } else {
+          _mm512_store_si512(rows[j], _mm512_setzero_si512());
+        }
       }
+      std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(xt) + (mt * kpairs + kk / 2) * 16;
+      for (std::int64_t p = 0; p < 16; ++p)
+        for (std::int64_t j = 0; j < 16; ++j) dst[p * 16 + j] = rows[j][p];
     }
 }
 
@@ -158,7 +168,7 @@ void run(const Ctx& base, const float* x) {
   Ctx c = base;
   c.mp = (c.m + 31) / 32 * 32;
   c.kp = (w.k + 31) / 32 * 32;
-  std::uint16_t* xt = thread_scratch_as<std::uint16_t>(kScratchGemmActivations, static_cast<std::size_t>(c.mp * c.kp));
+  std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.mp * c.kp) * sizeof(std::uint16_t)));
   pack_activations(x, c.m, w.k, xt, c.mp, c.kp);
   c.xt = xt;
   const DecodeTables& t = decode_tables();
@@ -167,7 +177,7 @@ void run(const Ctx& base, const float* x) {
   const std::int64_t blocks = (w.n + 31) / 32;
   parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
     configure_tiles();
-    std::uint16_t* wa = thread_scratch_as<std::uint16_t>(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp));
+    std::uint16_t* wa = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp) * sizeof(std::uint16_t)));
     for (std::int64_t blk = b; blk < e; ++blk) {
       decode_rows(c, blk * 32, wa);
       compute_block(c, blk * 32, wa);

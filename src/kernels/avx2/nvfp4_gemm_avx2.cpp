@@ -52,6 +52,7 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
   const __m256 mag = _mm256_loadu_ps(c.mag);
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
   const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, blocks = c.k / 16;
+  const std::int64_t ahead = (4096 + row_bytes - 1) / row_bytes;  // rows
   __m256 acc[R][MB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -61,6 +62,11 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + b * 8;
+      // Short rows defeat the hardware prefetcher; fetch ~4 KB of rows ahead (as avx512).
+      if ((b & 7) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(wp + ahead * row_bytes), _MM_HINT_T0);
+        if ((b & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(c.scales + (n0 + r + ahead) * row_scales + b), _MM_HINT_T0);
+      }
       const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wp)));
       const __m256 t = _mm256_mul_ps(mag, _mm256_set1_ps(c.e4m3[c.scales[(n0 + r) * row_scales + b]]));
       const __m256i slo = _mm256_and_si256(_mm256_slli_epi32(v, 28), sign);
@@ -104,7 +110,7 @@ void rows(const Ctx& c, std::int64_t n0) {
 
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  float* xd = thread_scratch_as<float>(kScratchGemmActivations, static_cast<std::size_t>(m * w.k));
+  float* xd = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(m * w.k) * sizeof(float)));
   prepare_x(x, m, w.k, xd);
   const DecodeTables& t = decode_tables();
   const Ctx c{w.data, w.block_scales, w.k, w.n, m, w.weight_scale_2, xd, y, t.e4m3, t.e2m1_mag};

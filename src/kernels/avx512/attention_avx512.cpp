@@ -21,7 +21,7 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
   const std::int64_t kvh = h / (a.num_heads / a.num_kv_heads);
   const std::int64_t kv_stride = a.num_kv_heads * D;
   const float* q = a.q + (i * a.num_heads + h) * D;
-  float* scores = thread_scratch_as<float>(kScratchAttention, static_cast<std::size_t>(visible));
+  float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(visible) * sizeof(float)));
   for (std::int64_t p = 0; p < visible; ++p) {
     const float* k = a.k_cache + p * kv_stride + kvh * D;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();

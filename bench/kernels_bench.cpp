@@ -1,0 +1,147 @@
+// Kernel benchmarks. The headline: NVFP4 GEMM at M = 1 (decode) on Qwen3-30B-A3B expert shapes,
+// per backend, as GB/s of weight bytes read (packed codes + block scales). "hot" reuses one
+// matrix (it stays in L2/L3: the decode-arithmetic ceiling); "cold" cycles through 64 matrices
+// (~56 MB, past the last-level cache: what a real decode step sees). A plain memory-read
+// benchmark gives the roofline to compare with. Results and predictions: docs/perf.md.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/model_shapes.h"
+#include "kernels/random_data.h"
+#include "kernels/registry.h"
+#include "util/cpu_features.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using namespace fp4serve;
+using namespace fp4serve::kernels;
+
+std::uint64_t weight_bytes(const WeightMatrix& w) {
+  return static_cast<std::uint64_t>(w.n * w.k / 2 + w.n * w.k / 16);
+}
+
+// M = 1 decode GEMM; `copies` distinct matrices used round-robin.
+void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std::int64_t k, int copies, std::int64_t m) {
+  Rng rng(42);
+  std::vector<std::unique_ptr<OwnedWeight>> ws;
+  for (int i = 0; i < copies; ++i) ws.push_back(random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k));
+  const auto x = random_activations(rng, m, k);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  std::size_t i = 0;
+  for (auto _ : state) {
+    b->fp4.gemm->run(x.data(), m, ws[i]->w, y.data(), Fp4Semantics::W4A16);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % ws.size();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * weight_bytes(ws[0]->w)));
+  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(m * n * k),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+// One Qwen3-30B-A3B MoE layer (128 experts, top 8) on one token, per backend.
+void moe_decode(benchmark::State& state, const Backend* b) {
+  MoeShape s;
+  s.hidden = 2048;
+  s.intermediate = 768;
+  s.experts = 128;
+  s.top_k = 8;
+  s.norm_topk_prob = true;
+  Rng rng(1);
+  auto moe = random_moe(rng, s, std::size_t{400} << 20);  // every expert distinct: ~340 MB
+  const auto x = random_activations(rng, 1, s.hidden);
+  std::vector<float> y(static_cast<std::size_t>(s.hidden));
+  for (auto _ : state) {
+    b->moe.moe->run(x.data(), 1, moe->layer, y.data(), Fp4Semantics::W4A16);
+    benchmark::DoNotOptimize(y.data());
+  }
+  // Router (bf16) + 8 experts x 3 NVFP4 matrices.
+  const auto per_token = static_cast<std::int64_t>(s.experts * s.hidden * 2 + 8 * 3 * weight_bytes(moe->layer.experts[0].gate));
+  state.SetBytesProcessed(state.iterations() * per_token);
+}
+
+// The roofline: all threads streaming through 512 MB of memory.
+void memory_read(benchmark::State& state) {
+  const std::size_t words = (std::size_t{512} << 20) / 8;
+  std::vector<std::uint64_t> buf(words);
+  for (std::size_t i = 0; i < words; ++i) buf[i] = i;
+  std::vector<std::uint64_t> sums(256);
+  for (auto _ : state) {
+    parallel_for(static_cast<std::int64_t>(words), 1 << 16, [&](std::int64_t b, std::int64_t e) {
+      std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (std::int64_t i = b; i + 4 <= e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      sums[static_cast<std::size_t>(b >> 16) % sums.size()] += s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * words * 8));
+}
+
+// Start-up validation on Qwen3-30B-A3B shapes (auto: the first passing backend per family).
+void validation_30b(benchmark::State& state) {
+  ModelConfig c;
+  c.arch = Arch::Qwen3Moe;
+  c.hidden_size = 2048;
+  c.num_hidden_layers = 48;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 4;
+  c.head_dim = 128;
+  c.num_experts = 128;
+  c.num_experts_per_tok = 8;
+  c.moe_intermediate_size = 768;
+  c.norm_topk_prob = true;
+  c.vocab_size = 151936;
+  c.layer_types.assign(48, LayerType::FullAttention);
+  BackendOptions o;
+  o.inject_faults = "";
+  for (auto _ : state) {
+    auto sel = select_kernels(o, c, ResolvedQuantization{});
+    double ref = 0;
+    for (const auto& f : sel->report().families) ref += f.reference_seconds;
+    state.counters["reference_s"] = ref;
+  }
+}
+
+bool register_all() {
+  const std::int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};  // gate/up, down (N x K)
+  for (const Backend& b : compiled_backends()) {
+    if (!cpu_features().missing(b.needs).empty()) continue;
+    for (const auto& s : shapes) {
+      const std::string shape = std::to_string(s[0]) + "x" + std::to_string(s[1]);
+      for (const auto& [tag, copies] : {std::pair{"hot", 1}, std::pair{"cold", 64}}) {
+        if (b.name == "reference" && copies > 1) continue;  // scalar: the cache level does not matter
+        benchmark::RegisterBenchmark(("nvfp4_m1/" + b.name + "/" + shape + "/" + tag).c_str(),
+                                     [&b, s, copies = copies](benchmark::State& st) { nvfp4_decode(st, &b, s[0], s[1], copies, 1); })
+            ->UseRealTime();
+      }
+    }
+    if (b.name != "reference") {
+      benchmark::RegisterBenchmark(("nvfp4_m64/" + b.name + "/768x2048").c_str(),
+                                   [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 64); })
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::RegisterBenchmark("memory_read_512MB", memory_read)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("validation_30b_a3b", validation_30b)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+  return true;
+}
+
+const bool registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,94 @@
+#pragma once
+// Generation: prefill a prompt (many tokens in one forward), then decode one token at a time
+// through the same Qwen3Model::forward and kernels, sampling each next token, until a stop token
+// or the length limit. Non-finite logits fail the request with NonFiniteLogits before anything
+// is sampled from them, and tell the kernel registry's guard (which may swap a backend).
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/kv_cache.h"
+#include "engine/sampler.h"
+#include "model/qwen3_model.h"
+#include "util/error.h"
+
+namespace fp4serve::kernels {
+class KernelSelection;
+}
+
+namespace fp4serve::engine {
+
+struct GenerationRequest {
+  std::vector<std::int32_t> prompt;
+  std::int64_t max_new_tokens = 128;
+  SamplingParams sampling;
+  // Generation ends after emitting one of these (it is part of the result); empty = length only.
+  std::vector<std::int32_t> stop_tokens;
+};
+
+enum class FinishReason { Length, Stop };
+std::string_view finish_reason_name(FinishReason reason);  // "length", "stop"
+
+struct Timings {
+  double prefill_seconds = 0.0;
+  double decode_seconds = 0.0;
+  std::int64_t prefill_tokens = 0;  // prompt tokens computed (cached ones are not)
+  std::int64_t decode_tokens = 0;   // one-token forward calls
+  double prefill_tokens_per_second() const;  // 0 when nothing was measured
+  double decode_tokens_per_second() const;
+};
+
+struct GenerationResult {
+  std::vector<std::int32_t> tokens;  // generated, stop token included
+  std::vector<float> logprobs;       // log P of each generated token (raw model distribution)
+  FinishReason finish = FinishReason::Length;
+  Timings timings;
+  std::uint64_t seed = 0;                  // the sampler's seed (reproduces the run)
+  std::int64_t cached_prompt_tokens = 0;   // prompt tokens whose keys/values were re-used
+};
+
+// Thrown when a forward produces NaN or Inf logits: the request fails, no token is sampled.
+class NonFiniteLogits : public Error {
+ public:
+  using Error::Error;
+};
+
+// Called with each generated token as soon as it is chosen (streaming).
+using TokenCallback = std::function<void(std::int32_t token, float logprob)>;
+
+// One sequence's state across requests: the tokens whose keys and values are cached. A chat
+// re-renders its whole conversation every turn; the part of the new prompt that matches the
+// cached tokens is not computed again.
+class Session {
+ public:
+  // `guard`, when given, is told about non-finite logits (it re-validates backends); the model's
+  // kernels are refreshed if it changes them. Both must outlive the session.
+  explicit Session(Qwen3Model& model, kernels::KernelSelection* guard = nullptr,
+                   std::int64_t prefill_chunk = 512);
+
+  GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_token = {});
+
+  const std::vector<std::int32_t>& cached_tokens() const { return tokens_; }
+  const KvCache& cache() const { return cache_; }
+  void reset();
+
+ private:
+  // Runs `tokens` after the cached ones; logits of the last into logits_.
+  void forward(std::span<const std::int32_t> tokens);
+  void check_finite(std::int64_t position, std::int64_t step);
+
+  Qwen3Model& model_;
+  kernels::KernelSelection* guard_;
+  std::int64_t prefill_chunk_;
+  KvCache cache_;
+  std::vector<std::int32_t> tokens_;  // in the cache, in order
+  std::vector<float> logits_;
+};
+
+// One request on a fresh session.
+GenerationResult generate(Qwen3Model& model, const GenerationRequest& request, const TokenCallback& on_token = {},
+                          kernels::KernelSelection* guard = nullptr);
+
+}  // namespace fp4serve::engine

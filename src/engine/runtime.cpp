@@ -1,0 +1,78 @@
+#include "engine/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace fp4serve::engine {
+
+namespace {
+
+// generation_config.json's eos_token_id (an id or a list), which chat models use to stop on
+// <|im_end|> as well as <|endoftext|>.
+std::vector<std::int32_t> generation_config_eos(const std::filesystem::path& dir) {
+  const std::filesystem::path path = dir / "generation_config.json";
+  std::vector<std::int32_t> out;
+  std::ifstream in(path);
+  if (!in) return out;
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path.string(), ": not valid JSON: ", e.what());
+  }
+  const auto it = doc.find("eos_token_id");
+  if (it == doc.end() || it->is_null()) return out;
+  auto add = [&](const nlohmann::json& v) {
+    if (!v.is_number_integer()) fail(path.string(), ": eos_token_id must be an integer or a list of integers");
+    out.push_back(v.get<std::int32_t>());
+  };
+  if (it->is_array()) {
+    for (const auto& v : *it) add(v);
+  } else {
+    add(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+const tokenizer::Tokenizer& Runtime::require_tokenizer() const {
+  if (!tokenizer) {
+    fail(model_dir.string(), " has no tokenizer.json; give the prompt as token ids (--prompt-ids 1,2,3)");
+  }
+  return *tokenizer;
+}
+
+Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  Runtime rt;
+  rt.model_dir = model_dir;
+  ModelWeights weights = load_model_weights(model_dir);
+  rt.warnings = weights.quantization.warnings;
+  rt.warnings.insert(rt.warnings.end(), weights.warnings.begin(), weights.warnings.end());
+  if (options.check_weights) {
+    rt.weight_check = check_weights(weights);
+    if (!rt.weight_check->ok()) {
+      std::string list;
+      for (const std::string& p : rt.weight_check->problems) list += "\n  " + p;
+      fail(model_dir.string(), ": --check-weights found non-finite values in ", rt.weight_check->problems.size(),
+           " tensor(s):", list);
+    }
+  }
+  for (std::int64_t id : weights.config.eos_token_ids) rt.stop_tokens.push_back(static_cast<std::int32_t>(id));
+  for (std::int32_t id : generation_config_eos(model_dir)) {
+    if (std::find(rt.stop_tokens.begin(), rt.stop_tokens.end(), id) == rt.stop_tokens.end()) rt.stop_tokens.push_back(id);
+  }
+  rt.kernels = kernels::select_kernels(options.backends, weights.config, weights.quantization);
+  rt.model = std::make_unique<Qwen3Model>(std::move(weights), rt.kernels->kernels(), options.backends.semantics);
+  if (std::filesystem::exists(model_dir / "tokenizer.json")) rt.tokenizer = tokenizer::Tokenizer::from_model_dir(model_dir);
+  rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rt;
+}
+
+}  // namespace fp4serve::engine

@@ -1,0 +1,34 @@
+#pragma once
+// The backend flags every command that runs a model takes (--fp4-gemm-backend, --moe-backend,
+// --dense-backend, --attention-backend). Header-only on purpose: it needs CLI11, which the
+// kernels library does not link; only command files (src/cli/) include it.
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "kernels/registry.h"
+#include "kernels/shapes.h"
+
+namespace fp4serve::kernels {
+
+inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
+  const struct {
+    OpFamily family;
+    std::string* target;
+    const char* what;
+  } flags[] = {{OpFamily::Fp4Gemm, &options.fp4_gemm, "NVFP4 GEMM backend"},
+               {OpFamily::Moe, &options.moe, "MoE (routing + expert GEMMs) backend"},
+               {OpFamily::DenseGemm, &options.dense, "dense (BF16/F16/F32/FP8) GEMM backend"},
+               {OpFamily::Attention, &options.attention, "attention backend"}};
+  for (const auto& f : flags) {
+    std::string choices;
+    for (const auto& c : backend_choices(f.family)) choices += (choices.empty() ? "" : ", ") + c;
+    cmd.add_option(std::string(family_flag(f.family)), *f.target,
+                   std::string(f.what) + ": auto (fastest that passes validation) or one of " + choices +
+                       "; a named backend must pass validation too")
+        ->check(CLI::IsMember(backend_choices(f.family)))
+        ->capture_default_str();
+  }
+}
+
+}  // namespace fp4serve::kernels

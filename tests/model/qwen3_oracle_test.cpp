@@ -1,0 +1,190 @@
+// The model against transformers, on every oracle fixture (tests/data/oracle, written by
+// tools/make_oracle_fixtures.py): logits at every position, greedy tokens for 32 steps, and
+// prefill-then-decode equal to all-at-once.
+//
+// Tolerance: every row of logits must satisfy max_j |ours_j - hf_j| <= kRelTol * max_j |hf_j|,
+// with kRelTol = 1e-4. Why that is tight and still safe: both sides compute in fp32 on identical
+// weights (BF16 widens exactly; NVFP4 dequantizes as e2m1 * (e4m3 * weight_scale_2) in fp32, the
+// order ModelOpt uses), so they differ only in rounding order: torch's blocked fp32 GEMM sums vs
+// the reference kernels' double accumulation, glibc vs SLEEF exp/cos/pow (1-2 ulp). Each op
+// contributes a relative error of order sqrt(K) * 2^-24 ~ 1e-6 for K <= 128, and the few layers
+// of a fixture keep that at the ~1e-6 observed (printed per fixture); 1e-4 is a 100x margin. Any
+// modeling mistake moves logits by 5e-3 or more (ToleranceCatchesModelingMistakes).
+//
+// W4A4 fake-quantizes activations, a step function: fp32 noise of 1e-7 could push one element
+// across an E2M1 / E4M3 rounding boundary and change logits by ~1e-3. Both sides run the same
+// fp32 formula (vLLM's ref_nvfp4_quant_dequant) on inputs that agree to ~1e-7, and no element of
+// the fixture lies that close to a boundary (observed error 4e-7), so the same bound applies; a
+// faster backend whose sums differ more could hit a boundary and should be judged on tokens.
+//
+// Greedy: the generator accepts a fixture only when each generated token wins by >= 1e-3 of the
+// row's max |logit| (10x kRelTol) and no MoE top-k choice is within 1e-4 of a tie, so tokens must
+// match exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "model/model_weights.h"
+#include "model/qwen3_model.h"
+#include "model/qwen3_oracle.h"
+
+namespace fp4serve {
+namespace {
+
+constexpr double kRelTol = 1e-4;
+
+// Per-layer K/V storage for one sequence.
+struct KvBuffers {
+  std::vector<std::vector<float>> k, v;
+  KvView view;
+  KvBuffers(const Qwen3Model& model, std::int64_t capacity) {
+    const auto layers = static_cast<std::size_t>(model.config().num_hidden_layers);
+    const auto floats = static_cast<std::size_t>(capacity * model.kv_row_floats());
+    k.assign(layers, std::vector<float>(floats, NAN));
+    v.assign(layers, std::vector<float>(floats, NAN));
+    view.capacity = capacity;
+    for (std::size_t i = 0; i < layers; ++i) {
+      view.keys.push_back(k[i].data());
+      view.values.push_back(v[i].data());
+    }
+  }
+};
+
+class Qwen3Oracle : public ::testing::TestWithParam<oracle::Case> {
+ protected:
+  void SetUp() override {
+    data_ = oracle::load(GetParam());
+    model_ = std::make_unique<Qwen3Model>(load_model_weights(GetParam().dir()), kernels::reference_kernels(),
+                                          GetParam().semantics());
+    ASSERT_EQ(model_->vocab_size(), data_.vocab);
+  }
+  double tolerance() const { return kRelTol; }
+  oracle::Data data_;
+  std::unique_ptr<Qwen3Model> model_;
+};
+
+TEST_P(Qwen3Oracle, LogitsAtEveryPositionMatchTransformers) {
+  const auto T = static_cast<std::int64_t>(data_.ids.size());
+  KvBuffers kv(*model_, T);
+  std::vector<float> logits(static_cast<std::size_t>(T * data_.vocab));
+  model_->forward(data_.ids, kv.view, logits);
+  double worst = 0.0;
+  for (std::int64_t t = 0; t < T; ++t) {
+    const double err = oracle::relative_error(logits.data() + t * data_.vocab, data_.row(static_cast<std::size_t>(t)),
+                                              data_.vocab);
+    worst = std::max(worst, err);
+    EXPECT_LE(err, tolerance()) << "position " << t;
+  }
+  std::printf("[ %s ] worst relative logit error %.3g\n", GetParam().label().c_str(), worst);
+}
+
+TEST_P(Qwen3Oracle, GreedyDecodeReproducesTransformersTokens) {
+  const auto P = static_cast<std::int64_t>(data_.prompt_ids.size());
+  const auto steps = static_cast<std::int64_t>(data_.greedy_ids.size());
+  ASSERT_GE(steps, 32);
+  KvBuffers kv(*model_, P + steps);
+  std::vector<float> logits(static_cast<std::size_t>(data_.vocab));
+  // Prefill the prompt at once, then decode one token at a time through the same forward.
+  model_->forward(data_.prompt_ids, kv.view, logits, LogitsFor::LastPosition);
+  kv.view.past = P;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const std::int32_t next = oracle::argmax(logits.data(), data_.vocab);
+    ASSERT_EQ(next, data_.greedy_ids[static_cast<std::size_t>(i)]) << "greedy step " << i;
+    EXPECT_LE(oracle::relative_error(logits.data(), data_.row(static_cast<std::size_t>(P - 1 + i)), data_.vocab),
+              tolerance())
+        << "step " << i;
+    const std::int32_t token = next;
+    model_->forward({&token, 1}, kv.view, logits, LogitsFor::LastPosition);
+    kv.view.past += 1;
+  }
+}
+
+TEST_P(Qwen3Oracle, PrefillThenDecodeEqualsAllAtOnce) {
+  const auto T = static_cast<std::int64_t>(data_.ids.size());
+  const auto V = data_.vocab;
+  KvBuffers all(*model_, T);
+  std::vector<float> at_once(static_cast<std::size_t>(T * V));
+  model_->forward(data_.ids, all.view, at_once);
+
+  // Prefill in uneven chunks (5 tokens, then 3, then one at a time).
+  KvBuffers kv(*model_, T);
+  std::vector<float> chunk;
+  std::int64_t pos = 0;
+  for (std::int64_t len : {5, 3}) {
+    chunk.resize(static_cast<std::size_t>(len * V));
+    model_->forward({data_.ids.data() + pos, static_cast<std::size_t>(len)}, kv.view, chunk);
+    for (std::int64_t t = 0; t < len; ++t)
+      EXPECT_LE(oracle::relative_error(chunk.data() + t * V, at_once.data() + (pos + t) * V, V), 1e-6) << pos + t;
+    pos += len;
+    kv.view.past = pos;
+  }
+  std::vector<float> row(static_cast<std::size_t>(V));
+  for (; pos < T; ++pos) {
+    model_->forward({data_.ids.data() + pos, 1}, kv.view, row, LogitsFor::LastPosition);
+    EXPECT_LE(oracle::relative_error(row.data(), at_once.data() + pos * V, V), 1e-6) << pos;
+    kv.view.past = pos + 1;
+  }
+  // The caches hold the same keys and values.
+  for (std::size_t l = 0; l < all.k.size(); ++l) {
+    for (std::size_t i = 0; i < all.k[l].size(); ++i) {
+      ASSERT_NEAR(kv.k[l][i], all.k[l][i], 1e-5 * (1.0 + std::abs(all.k[l][i]))) << "layer " << l << " key " << i;
+      ASSERT_NEAR(kv.v[l][i], all.v[l][i], 1e-5 * (1.0 + std::abs(all.v[l][i]))) << "layer " << l << " value " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3Oracle, ::testing::ValuesIn(oracle::cases()),
+                         [](const ::testing::TestParamInfo<oracle::Case>& p) { return p.param.label(); });
+
+// The tolerance is meaningful: plausible modeling mistakes move logits 10x-1000x beyond it.
+double worst_error(const oracle::Case& c, const std::function<void(ModelWeights&)>& mutate,
+                   kernels::Fp4Semantics semantics) {
+  const oracle::Data data = oracle::load(c);
+  ModelWeights weights = load_model_weights(c.dir());
+  mutate(weights);
+  const Qwen3Model model(std::move(weights), kernels::reference_kernels(), semantics);
+  const auto T = static_cast<std::int64_t>(data.ids.size());
+  KvBuffers kv(model, T);
+  std::vector<float> logits(static_cast<std::size_t>(T * data.vocab));
+  model.forward(data.ids, kv.view, logits);
+  double worst = 0.0;
+  for (std::int64_t t = 0; t < T; ++t)
+    worst = std::max(worst, oracle::relative_error(logits.data() + t * data.vocab, data.row(static_cast<std::size_t>(t)),
+                                                   data.vocab));
+  return worst;
+}
+
+TEST(Qwen3OracleFixtures, ToleranceCatchesModelingMistakes) {
+  const oracle::Case moe{"moe_bf16_gqa2", "default"};
+  const auto w4a16 = kernels::Fp4Semantics::W4A16;
+  EXPECT_LE(worst_error(moe, [](ModelWeights&) {}, w4a16), kRelTol);
+  // RoPE base off by 1%.
+  EXPECT_GT(worst_error(moe, [](ModelWeights& w) { w.config.rope_theta *= 1.01; }, w4a16), 10 * kRelTol);
+  // Renormalising the top-k router weights when the config says not to (and vice versa).
+  EXPECT_GT(worst_error(moe, [](ModelWeights& w) { for (auto& l : w.layers) l.moe.norm_topk_prob = false; }, w4a16),
+            10 * kRelTol);
+  // (1 + w) RMSNorm gains, the Qwen3.5 convention, on the final norm.
+  EXPECT_GT(worst_error(moe, [](ModelWeights& w) { for (float& g : w.norm) g += 1.0f; }, w4a16), 10 * kRelTol);
+  // Ignoring yarn.
+  const oracle::Case yarn{"moe_bf16_yarn_mha_sparse_step2", "default"};
+  EXPECT_GT(worst_error(yarn, [](ModelWeights& w) { w.config.rope_scaling.type = "default"; }, w4a16), 10 * kRelTol);
+}
+
+TEST(Qwen3OracleFixtures, W4A4AndW4A16AreDistinguished) {
+  // The W4A4 oracle is not what W4A16 computes (so the fake quantization is really tested).
+  const oracle::Case c{"moe_nvfp4_modelopt", "w4a4"};
+  EXPECT_GT(worst_error(c, [](ModelWeights&) {}, kernels::Fp4Semantics::W4A16), 10 * kRelTol);
+  EXPECT_LE(worst_error(c, [](ModelWeights&) {}, kernels::Fp4Semantics::W4A4), kRelTol);
+}
+
+TEST(Qwen3OracleFixtures, AllArePresent) {
+  // Guards against a test run that silently finds no fixture.
+  EXPECT_GE(oracle::cases().size(), 8u);
+}
+
+}  // namespace
+}  // namespace fp4serve
