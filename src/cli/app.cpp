@@ -17,6 +17,8 @@ int run_app(int argc, char** argv) {
   register_synth(app);
   register_tokenize(app);
   register_doctor(app);
+  register_run(app);
+  register_chat(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

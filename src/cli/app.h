@@ -13,5 +13,7 @@ void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_tokenize(CLI::App& app);  // tokenize, detokenize, template
 void register_doctor(CLI::App& app);
+void register_run(CLI::App& app);   // run (cmd_run.cpp)
+void register_chat(CLI::App& app);  // chat (cmd_run.cpp)
 
 }  // namespace fp4serve::cli

@@ -382,7 +382,8 @@ ModelConfig parse_model_config(const json& doc, std::string_view source) {
   }
 
   if (moe) {
-    cfg.num_experts = f.req_positive("num_experts");
+    // transformers 5 saves Qwen3-MoE's expert count as `num_local_experts`; hub files say `num_experts`.
+    cfg.num_experts = f.req_positive(f.has("num_experts") || !f.has("num_local_experts") ? "num_experts" : "num_local_experts");
     cfg.num_experts_per_tok = f.req_positive("num_experts_per_tok");
     if (cfg.num_experts_per_tok > cfg.num_experts) {
       f.bad("num_experts_per_tok", "(" + std::to_string(cfg.num_experts_per_tok) + ") exceeds num_experts (" +

@@ -29,6 +29,8 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
         ->check(CLI::IsMember(backend_choices(f.family)))
         ->capture_default_str();
   }
+  cmd.add_flag("--allow-bf16-activations", options.allow_bf16_activations,
+               "Let auto choose backends that round activations to bf16 (AMX prefill): faster, not bit-faithful to fp32");
 }
 
 }  // namespace fp4serve::kernels

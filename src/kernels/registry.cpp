@@ -92,8 +92,19 @@ struct KernelSelection::State {
       Verdict& v = r.verdicts[i];
       if (!automatic && c.backend->name != requested) continue;
       if (v.status == VerdictStatus::Unsupported || (!initial && v.status == VerdictStatus::Failed)) continue;
+      // auto keeps the model's fp32 activations unless told otherwise: a bf16-activation backend
+      // passes its own (looser) tolerance yet can flip a greedy token against the fp32 oracle.
+      const bool eligible = !automatic || options.allow_bf16_activations || c.impl.precision == Precision::Fp32;
+      if (!eligible && !options.validate_all) {
+        v.reason = "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
+        continue;
+      }
       if (chosen >= 0 && !options.validate_all) continue;
       validator.validate(c.impl, v);
+      if (!eligible) {
+        if (v.reason.empty()) v.reason = "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
+        continue;
+      }
       if (v.status == VerdictStatus::Passed && chosen < 0) chosen = static_cast<int>(i);
     }
     if (chosen >= 0 || !initial) return chosen;

@@ -34,6 +34,9 @@ struct BackendOptions {
   std::string moe = "auto";        // --moe-backend
   std::string attention = "auto";  // --attention-backend
   Fp4Semantics semantics = Fp4Semantics::W4A16;
+  // Let auto pick backends that round activations to bf16 (AMX prefill): faster, but no longer
+  // token-for-token equal to the fp32 reference. A backend named explicitly is always allowed.
+  bool allow_bf16_activations = false;
   std::uint64_t seed = 0;          // validation inputs; 0 draws a fresh one (reported)
   bool validate_all = false;       // also validate candidates after the first that passes (doctor)
   std::optional<std::string> inject_faults;  // unset: read FP4SERVE_INJECT_FAULT

@@ -1,4 +1,5 @@
 // End-to-end: the real binary, as a user runs it.
+#include "common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -6,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -34,13 +36,9 @@ Result run(const std::string& args) {
 
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fp4serve_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  // Unique per run, so concurrent test runs on one machine never share files.
+  fp4serve::testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 TEST_F(Cli, SynthThenInspectTiny) {
@@ -157,6 +155,39 @@ TEST_F(Cli, DoctorRefusesANamedBrokenBackend) {
   ::unsetenv("FP4SERVE_INJECT_FAULT");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("Refusing to start"), std::string::npos) << r.out;
+}
+
+// `fp4serve run` with default (auto) kernels prints transformers' greedy continuation for every
+// oracle fixture: auto keeps fp32 activations, so the choice of backend must not change a token.
+TEST_F(Cli, RunMatchesTransformersGreedyTextOnEveryFixture) {
+  const fs::path oracle_dir = fs::path(FP4SERVE_TEST_DATA) / "oracle";
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(oracle_dir)) {
+    std::ifstream in(entry.path() / "oracle.json");
+    ASSERT_TRUE(in) << entry.path();
+    const auto oracle = nlohmann::json::parse(in);
+    std::string ids;
+    for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+    for (const auto& [variant, expected] : oracle["variants"].items()) {
+      const std::string flags = variant == "w4a4" ? " --w4a4" : "";
+      auto r = run("run -q --json -m " + entry.path().string() + " --prompt-ids " + ids + " -n " +
+                   std::to_string(oracle["greedy_steps"].get<int>()) + flags);
+      ASSERT_EQ(r.code, 0) << entry.path() << " " << variant << ": " << r.out;
+      const auto j = nlohmann::json::parse(r.out);
+      EXPECT_EQ(j["generated_ids"], expected["greedy_ids"]) << entry.path().filename() << " " << variant;
+      EXPECT_EQ(j["text"], expected["greedy_text"]) << entry.path().filename() << " " << variant;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 8);
+}
+
+TEST_F(Cli, RunRejectsMissingPromptAndChecksWeights) {
+  const auto fixture = (fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt").string();
+  auto no_prompt = run("run -q -m " + fixture);
+  EXPECT_NE(no_prompt.code, 0);
+  auto checked = run("run -q --check-weights --json -m " + fixture + " --prompt-ids 1,2,3 -n 2");
+  EXPECT_EQ(checked.code, 0) << checked.out;
 }
 
 }  // namespace

@@ -626,5 +626,13 @@ TEST(ModelConfigErrors, LoadMissingFileAndInvalidJson) {
   expect_error([&] { (void)load_model_config(dir.path()); }, {(dir.path() / "config.json").string(), "'hidden_size'"});
 }
 
+TEST(ModelConfigQwen3Moe, AcceptsTransformers5NumLocalExperts) {
+  json doc = json::parse(R"({"model_type": "qwen3_moe", "vocab_size": 100, "hidden_size": 32,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+    "num_local_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 16,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 128})");
+  EXPECT_EQ(parse_model_config(doc, "cfg/config.json").num_experts, 6);
+}
+
 }  // namespace
 }  // namespace fp4serve

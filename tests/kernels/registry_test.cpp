@@ -16,6 +16,7 @@ BackendOptions quiet_options() {
   BackendOptions o;
   o.seed = 1234;
   o.inject_faults = "";  // independent of the environment the tests run in
+  o.allow_bf16_activations = true;  // rank every backend; the default is tested on its own
   return o;
 }
 
@@ -53,6 +54,28 @@ TEST(Registry, AutoPicksTheFastestRunnableBackend) {
   EXPECT_NE(k.moe, nullptr);
   EXPECT_NE(k.attention, nullptr);
   EXPECT_NE(r.to_text().find("fp4-gemm"), std::string::npos);
+}
+
+TEST(Registry, AutoKeepsFp32ActivationsUnlessAllowed) {
+  BackendOptions o = quiet_options();
+  o.allow_bf16_activations = false;
+  auto sel = select_kernels(o, builtin_shapes());
+  const SelectionReport r = sel->report();
+  for (const FamilyReport& fam : r.families) {
+    if (fam.chosen.empty()) continue;
+    const Verdict& chosen = verdict(r, fam.family, fam.chosen);
+    EXPECT_EQ(chosen.precision, "fp32") << family_name(fam.family) << " chose " << fam.chosen;
+    for (const Verdict& v : fam.verdicts) {
+      if (v.precision != "fp32" && v.status != VerdictStatus::Unsupported) {
+        EXPECT_NE(v.reason.find("--allow-bf16-activations"), std::string::npos) << v.backend << ": " << v.reason;
+      }
+    }
+  }
+  // Named explicitly, a bf16-activation backend is still used (when this CPU runs it).
+  if (!runnable(OpFamily::Fp4Gemm).empty() && runnable(OpFamily::Fp4Gemm).front() == "amx") {
+    o.fp4_gemm = "amx";
+    EXPECT_EQ(select_kernels(o, builtin_shapes())->report().families.size(), r.families.size());
+  }
 }
 
 TEST(Registry, ValidateAllGivesEveryVerdict) {

@@ -1,5 +1,6 @@
 #include "synth/synth_checkpoint.h"
 
+#include "common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -29,12 +30,6 @@ namespace fs = std::filesystem;
 
 class SynthCheckpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("fp4serve_synth_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   SynthOptions tiny(const std::string& sub, WeightFormat format = WeightFormat::ModelOptNvfp4) {
     SynthOptions o;
@@ -53,7 +48,9 @@ class SynthCheckpoint : public ::testing::Test {
     return os.str();
   }
 
-  fs::path dir_;
+  // Unique per run, so concurrent test runs on one machine never share files.
+  fp4serve::testing::TempDir tmp_;
+  const fs::path& dir_ = tmp_.path();
 };
 
 std::vector<float> as_floats(const TensorRef& t) {
