@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Configures and builds one flavour of fp4serve into build/<flavour>:
 #   release (default) | asan (AddressSanitizer + UBSan) | fuzz (clang + libFuzzer)
+# Further arguments name the targets to build (default: all).
+#   bash scripts/build.sh fuzz safetensors_header_fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 flavour=${1:-release}
+shift || true
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
 jobs=${JOBS:-$(nproc)}
 case "$flavour" in
   release) args=(-DCMAKE_BUILD_TYPE=Release -DFP4SERVE_WERROR=ON) ;;
@@ -13,4 +18,4 @@ case "$flavour" in
   *) echo "build.sh: unknown flavour '$flavour' (release|asan|fuzz)" >&2; exit 2 ;;
 esac
 cmake -S . -B "build/$flavour" -G Ninja "${args[@]}" >/dev/null
-cmake --build "build/$flavour" -j "$jobs"
+cmake --build "build/$flavour" -j "$jobs" "${targets[@]}"

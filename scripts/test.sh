@@ -16,7 +16,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$(nproc)"
 
 echo "== fuzz the safetensors header parser for ${fuzz_seconds}s"
-bash scripts/build.sh fuzz
+bash scripts/build.sh fuzz safetensors_header_fuzz
 corpus=$(mktemp -d)
 cp fuzz/corpus/safetensors/* "$corpus"/
 ./build/fuzz/safetensors_header_fuzz -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3
