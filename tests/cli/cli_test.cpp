@@ -190,4 +190,31 @@ TEST_F(Cli, RunRejectsMissingPromptAndChecksWeights) {
   EXPECT_EQ(checked.code, 0) << checked.out;
 }
 
+// With the fastest backends deliberately broken, auto falls back to ones that pass validation,
+// says so, and the model still prints transformers' tokens.
+TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
+  const fs::path fixture = fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt";
+  std::ifstream in(fixture / "oracle.json");
+  const auto oracle = nlohmann::json::parse(in);
+  std::string ids;
+  for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
+  for (const char* faults : {"avx512:nan,amx:zeros", "avx512:nibble-swap,avx2:no-block-scale", "avx512:tail,avx2:tail"}) {
+    ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
+    auto r = run("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
+    ::unsetenv("FP4SERVE_INJECT_FAULT");
+    ASSERT_EQ(r.code, 0) << faults << ": " << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["generated_ids"], oracle["variants"]["default"]["greedy_ids"]) << faults;
+    // Every family fell back past the broken avx512 and says why.
+    for (const auto& family : j["kernels"]["families"]) {
+      EXPECT_NE(family["chosen"], "avx512") << faults << " " << family["family"];
+      for (const auto& c : family["candidates"]) {
+        if (c["backend"] == "avx512") {
+          EXPECT_EQ(c["status"], "failed") << faults << " " << family["family"];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
