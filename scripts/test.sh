@@ -19,6 +19,6 @@ echo "== fuzz the safetensors header parser for ${fuzz_seconds}s"
 bash scripts/build.sh fuzz safetensors_header_fuzz
 corpus=$(mktemp -d)
 cp fuzz/corpus/safetensors/* "$corpus"/
-./build/fuzz/safetensors_header_fuzz -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3
+./build/fuzz/fuzz/safetensors_header_fuzz -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3
 rm -rf "$corpus"
 echo "all test stages passed"
