@@ -1,5 +1,6 @@
 // Generation on the transformers oracle fixtures: greedy tokens and log-probabilities, stop
 // tokens, chunked prefill, prefix re-use across turns, and the NaN/Inf guard.
+#include "engine/sampling_params.h"
 #include "engine/engine.h"
 
 #include <gtest/gtest.h>
@@ -18,17 +19,6 @@
 namespace fp4serve::engine {
 namespace {
 
-// SamplingParams in declaration order (GCC 12 warns on partial designated initializers).
-SamplingParams params(double temperature, double top_p = 1.0, std::int64_t top_k = 0, double min_p = 0.0,
-                      std::optional<std::uint64_t> seed = std::nullopt) {
-  SamplingParams p;
-  p.temperature = temperature;
-  p.top_p = top_p;
-  p.top_k = top_k;
-  p.min_p = min_p;
-  p.seed = seed;
-  return p;
-}
 
 std::unique_ptr<Qwen3Model> load_model(const oracle::Case& c, kernels::KernelSet k = kernels::reference_kernels()) {
   return std::make_unique<Qwen3Model>(load_model_weights(c.dir()), k, c.semantics());

@@ -1,4 +1,5 @@
 // The sampler: greedy, temperature, top-k, top-p, min-p, seeds, log-probabilities.
+#include "engine/sampling_params.h"
 #include "engine/sampler.h"
 
 #include <gtest/gtest.h>
@@ -13,17 +14,6 @@
 namespace fp4serve::engine {
 namespace {
 
-// SamplingParams in declaration order (GCC 12 warns on partial designated initializers).
-SamplingParams params(double temperature, double top_p = 1.0, std::int64_t top_k = 0, double min_p = 0.0,
-                      std::optional<std::uint64_t> seed = std::nullopt) {
-  SamplingParams p;
-  p.temperature = temperature;
-  p.top_p = top_p;
-  p.top_k = top_k;
-  p.min_p = min_p;
-  p.seed = seed;
-  return p;
-}
 
 // Logits whose softmax is exactly `probs` (up to the normalising constant).
 std::vector<float> logits_of(const std::vector<double>& probs) {

@@ -1,4 +1,5 @@
 // config.json -> ModelConfig: the real-shaped fixtures in tests/data/configs and every error path.
+#include "common/expect_error.h"
 #include "common/temp_dir.h"
 #include "formats/model_config.h"
 
@@ -17,6 +18,8 @@
 namespace fp4serve {
 namespace {
 
+using fp4serve::testing::expect_error;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -28,17 +31,6 @@ json read_fixture(const std::string& dir) {
   return json::parse(in);
 }
 
-// Runs `fn`, expecting an Error whose message contains every one of `parts`.
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
 
 void expect_parse_error(const json& doc, std::initializer_list<std::string> parts) {
   expect_error([&] { (void)parse_model_config(doc, "cfg/config.json"); }, parts);

@@ -1,5 +1,6 @@
 // Quantization configs (ModelOpt hf_quant_config.json / quantization_config, compressed-tensors):
 // parsing, per-module declarations, ignore-pattern matching, and every error path.
+#include "common/expect_error.h"
 #include "common/temp_dir.h"
 #include "formats/quant_config.h"
 
@@ -18,6 +19,8 @@
 namespace fp4serve {
 namespace {
 
+using fp4serve::testing::expect_error;
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
@@ -29,16 +32,6 @@ json read_json_file(const fs::path& path) {
   return json::parse(in);
 }
 
-void expect_error(const std::function<void()>& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "missing '" << p << "' in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no error thrown";
-}
 
 // parse_quant_config with the files named "ckpt/hf_quant_config.json" and "ckpt/config.json".
 QuantConfig parse(const json* hf, const json* cfg) {
