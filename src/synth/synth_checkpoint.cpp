@@ -134,6 +134,13 @@ void append_f32(std::vector<std::uint8_t>& out, float v) {
   std::memcpy(out.data() + at, &v, 4);  // safetensors is little-endian, like x86-64
 }
 
+// The per-tensor scale as each producer stores it: ModelOpt a dequant multiplier (amax/2688),
+// compressed-tensors its inverse (2688/amax, computed its own way), which it also quantizes with.
+float stored_global_scale(WeightFormat format, float amax) {
+  return format == WeightFormat::CompressedTensorsNvfp4 ? nvfp4::ct_global_scale_from_amax(amax)
+                                                        : nvfp4::global_scale_from_amax(amax);
+}
+
 std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) {
   // Shared per-tensor scale: amax over all members, as ModelOpt's fused export computes it.
   std::vector<std::vector<float>> values(unit.params.size());
@@ -146,12 +153,9 @@ std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) 
     fill_normal(stream_seed(o.seed, p.module), mean, stddev, values[i]);
     amax = std::max(amax, nvfp4::amax(values[i]));
   }
-  // Each producer's own formula: ModelOpt stores dequant multipliers (amax/2688),
-  // compressed-tensors their inverse (2688/amax, computed its own way) and quantizes with it.
   const bool ct = o.format == WeightFormat::CompressedTensorsNvfp4;
-  const float global = ct ? nvfp4::ct_global_scale_from_amax(amax) : nvfp4::global_scale_from_amax(amax);
-  const float input_global = ct ? nvfp4::ct_global_scale_from_amax(kAssumedActivationAmax)
-                                : nvfp4::global_scale_from_amax(kAssumedActivationAmax);
+  const float global = stored_global_scale(o.format, amax);
+  const float input_global = stored_global_scale(o.format, kAssumedActivationAmax);
   std::vector<Piece> pieces;
   for (std::size_t i = 0; i < unit.params.size(); ++i) {
     const ParamSpec& p = *unit.params[i];
@@ -217,10 +221,8 @@ std::vector<Piece> skeleton_quantized_unit(const SynthOptions& o, const Unit& un
     init_stats(o.config, *p, mean, stddev);
     amax = std::max(amax, std::fabs(mean) + kIrwinHallBound * stddev);
   }
-  const bool ct = o.format == WeightFormat::CompressedTensorsNvfp4;
-  const float global = ct ? nvfp4::ct_global_scale_from_amax(amax) : nvfp4::global_scale_from_amax(amax);
-  const float input_global = ct ? nvfp4::ct_global_scale_from_amax(kAssumedActivationAmax)
-                                : nvfp4::global_scale_from_amax(kAssumedActivationAmax);
+  const float global = stored_global_scale(o.format, amax);
+  const float input_global = stored_global_scale(o.format, kAssumedActivationAmax);
   std::vector<Piece> pieces;
   for (const ParamSpec* p : unit.params) {
     Piece hole, ws2, in_scale;
