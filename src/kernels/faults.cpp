@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "formats/dtype.h"
+#include "kernels/paged_kv.h"
 #include "kernels/shapes.h"
 #include "util/error.h"
 
@@ -163,12 +165,19 @@ class FaultyAttention final : public AttentionKernel {
   FaultyAttention(const AttentionKernel* inner, State* s) : inner_(inner), s_(s) {}
   void run(const AttentionArgs& args) const override {
     AttentionArgs a = args;
-    std::vector<float> k;
+    std::optional<PagedKvCopy> swapped;
     if (s_->has(FaultKind::NibbleSwap)) {
-      const std::int64_t total = (a.past + a.m) * a.num_kv_heads * a.head_dim;
-      k.assign(a.k_cache, a.k_cache + total);
-      for (std::int64_t i = 0; i + 1 < total; i += 2) std::swap(k[i], k[i + 1]);
-      a.k_cache = k.data();
+      // Gather the cache, swap neighbouring key elements (a kernel mixing up element order), re-page.
+      const std::int64_t tokens = a.past + a.m, row = a.num_kv_heads * a.head_dim;
+      std::vector<float> k(static_cast<std::size_t>(tokens * row)), v(k.size());
+      for (std::int64_t p = 0; p < tokens; ++p) {
+        const float* block = a.kv_blocks[p / a.block_tokens] + (p % a.block_tokens) * row;
+        std::copy(block + a.k_offset, block + a.k_offset + row, k.begin() + p * row);
+        std::copy(block + a.v_offset, block + a.v_offset + row, v.begin() + p * row);
+      }
+      for (std::size_t i = 0; i + 1 < k.size(); i += 2) std::swap(k[i], k[i + 1]);
+      swapped.emplace(k.data(), v.data(), tokens, row, a.block_tokens);
+      swapped->point(a);
     }
     if (s_->has(FaultKind::NoBlockScale)) a.scale = 1.0f;
     a.m = s_->rows(args.m);

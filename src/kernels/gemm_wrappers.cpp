@@ -31,6 +31,9 @@ void check_attention_args(const AttentionArgs& a, std::int64_t multiple, const s
     fail(backend, " attention: ", a.num_heads, " heads do not group over ", a.num_kv_heads, " kv heads");
   if (a.head_dim <= 0 || a.head_dim % multiple != 0)
     fail(backend, " attention: head_dim ", a.head_dim, " is not a positive multiple of ", multiple);
+  if (a.m > 0 && (a.kv_blocks == nullptr || a.block_tokens <= 0 || a.k_offset < 0 || a.v_offset < 0))
+    fail(backend, " attention: no KV blocks given (kv_blocks ", a.kv_blocks == nullptr ? "null" : "set",
+         ", block_tokens ", a.block_tokens, ")");
 }
 
 namespace {

@@ -52,15 +52,20 @@ class MoeKernel {
   virtual void run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const = 0;
 };
 
-// Causal attention of m new query tokens of one sequence against its cache.
-// q: [m, num_heads, head_dim]; k_cache/v_cache: [past + m, num_kv_heads, head_dim] (the new
-// tokens' keys and values already appended); new token i sees cache positions [0, past + i].
-// out: [m, num_heads, head_dim]. Softmax in fp32; GQA: q head h reads kv head h / (heads / kv_heads).
+// Causal attention of m new query tokens of one sequence against its (paged) cache.
+// q: [m, num_heads, head_dim]; out: [m, num_heads, head_dim]. The keys and values of positions
+// [0, past + m) (the new tokens' already written) live in blocks of block_tokens positions:
+// position p's key row is kv_blocks[p / block_tokens] + k_offset + (p % block_tokens) * row,
+// its value row the same with v_offset, where row = num_kv_heads * head_dim floats. A
+// contiguous cache is one block (block_tokens >= past + m). New token i sees positions
+// [0, past + i]. Softmax in fp32; GQA: q head h reads kv head h / (heads / kv_heads).
 struct AttentionArgs {
   const float* q = nullptr;
-  const float* k_cache = nullptr;
-  const float* v_cache = nullptr;
   float* out = nullptr;
+  const float* const* kv_blocks = nullptr;
+  std::int64_t block_tokens = 0;
+  std::int64_t k_offset = 0;  // floats from a block's start to this layer's first key row
+  std::int64_t v_offset = 0;  // floats from a block's start to this layer's first value row
   std::int64_t m = 0;
   std::int64_t past = 0;
   std::int64_t num_heads = 0;
@@ -74,13 +79,69 @@ class AttentionKernel {
   virtual void run(const AttentionArgs& args) const = 0;
 };
 
+// Gated DeltaNet (Qwen3-Next / Qwen3.5 linear attention) runs two recurrent ops per sequence.
+//
+// Causal depthwise conv1d + SiLU over m new steps of one sequence with a carried state:
+// out[t, c] = silu(sum_j weight[j, c] * x'[t + j, c]) where x' is the state's K-1 earlier inputs
+// followed by x. The state ([K-1, channels], oldest row first, zero for a new sequence) is then
+// replaced by the last K-1 rows of x'. x and out may not alias.
+struct Conv1dArgs {
+  const float* x = nullptr;       // [m, channels]
+  float* out = nullptr;           // [m, channels]
+  float* state = nullptr;         // [kernel - 1, channels], read and updated
+  const float* weight = nullptr;  // [kernel, channels]: tap j of every channel (checkpoint [C, 1, K] transposed)
+  std::int64_t m = 0;
+  std::int64_t channels = 0;
+  std::int64_t kernel = 0;
+};
+class Conv1dKernel {
+ public:
+  virtual ~Conv1dKernel() = default;
+  virtual void run(const Conv1dArgs& args) const = 0;
+};
+
+// The gated delta rule over m new steps of one sequence, per value head h with state
+// S_h [dk, dv] (zero for a new sequence) and its query/key head h / (num_v_heads / num_k_heads):
+//   S = exp(g_t) S;  S += k_t (beta_t (v_t - S^T k_t))^T;  out_t = S^T q_t.
+// q and k arrive l2-normalised and q already scaled by dk^-0.5 (the model does both, as
+// transformers' use_qk_l2norm_in_kernel). A backend may use the chunked (UT-transform) form
+// for long m; it must equal the recurrence to fp32 rounding.
+struct DeltaRuleArgs {
+  const float* q = nullptr;     // [m, num_k_heads, dk]
+  const float* k = nullptr;     // [m, num_k_heads, dk]
+  const float* v = nullptr;     // [m, num_v_heads, dv]
+  const float* g = nullptr;     // [m, num_v_heads] log decay (<= 0)
+  const float* beta = nullptr;  // [m, num_v_heads]
+  float* state = nullptr;       // [num_v_heads, dk, dv], read and updated
+  float* out = nullptr;         // [m, num_v_heads, dv]
+  std::int64_t m = 0;
+  std::int64_t num_k_heads = 0;
+  std::int64_t num_v_heads = 0;
+  std::int64_t dk = 0;
+  std::int64_t dv = 0;
+};
+class DeltaRuleKernel {
+ public:
+  virtual ~DeltaRuleKernel() = default;
+  virtual void run(const DeltaRuleArgs& args) const = 0;
+};
+
 // The kernels a model runs with, one per family, owned by the registry that chose them.
 struct KernelSet {
   const GemmKernel* dense_gemm = nullptr;  // Dense and FP8 weights
   const GemmKernel* fp4_gemm = nullptr;    // NVFP4 weights
   const MoeKernel* moe = nullptr;
   const AttentionKernel* attention = nullptr;
+  const Conv1dKernel* conv1d = nullptr;        // linear-attention models only
+  const DeltaRuleKernel* delta_rule = nullptr;  // linear-attention models only
 };
+
+// The reference linear-attention ops: fp64 accumulation, the recurrence step by step.
+const Conv1dKernel* reference_conv1d();
+const DeltaRuleKernel* reference_delta_rule();
+// The chunked form (transformers' torch_chunk_gated_delta_rule, UT transform by forward
+// substitution) in fp64, `chunk` steps at a time; equal to the recurrence up to rounding.
+void chunked_delta_rule_reference(const DeltaRuleArgs& args, std::int64_t chunk);
 
 // The scalar reference backends: the source of truth every other backend is validated against.
 KernelSet reference_kernels();

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <sstream>
 
 #include "kernels/faults.h"
+#include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
 
 namespace fp4serve::kernels {
@@ -72,9 +74,27 @@ struct AttentionData {
   struct Case {
     std::int64_t m, past;
     std::vector<float> q, k, v, ref;
+    std::shared_ptr<PagedKvCopy> paged;  // k and v in shuffled blocks, as the engine pages them
   };
   std::vector<Case> cases;
 };
+
+// Small enough that every validation case spans several blocks, one of them partly filled.
+constexpr std::int64_t kValidationBlockTokens = 16;
+
+AttentionArgs attention_args(const AttentionData::Case& c, const AttentionShape& s, float* out) {
+  AttentionArgs a;
+  a.q = c.q.data();
+  a.out = out;
+  c.paged->point(a);
+  a.m = c.m;
+  a.past = c.past;
+  a.num_heads = s.heads;
+  a.num_kv_heads = s.kv_heads;
+  a.head_dim = s.head_dim;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return a;
+}
 
 // Top-k boundaries closer than this (in logits) are re-drawn: the fp32 router of a fast backend
 // and the fp64 reference may order such a pair differently, which is not a kernel bug.
@@ -165,14 +185,14 @@ struct FamilyValidator::Impl {
         AttentionData d;
         d.shape = s;
         for (const auto& cs : kAttentionValidation) {
-          AttentionData::Case c{cs.m, cs.past, {}, {}, {}, {}};
+          AttentionData::Case c{cs.m, cs.past, {}, {}, {}, {}, nullptr};
           c.q = random_activations(rng, cs.m, s.heads * s.head_dim);
           c.k = random_activations(rng, cs.past + cs.m, s.kv_heads * s.head_dim);
           c.v = random_activations(rng, cs.past + cs.m, s.kv_heads * s.head_dim);
           c.ref.resize(c.q.size());
-          const AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), c.ref.data(), cs.m, cs.past,
-                                s.heads,    s.kv_heads, s.head_dim, 1.0f / std::sqrt(static_cast<float>(s.head_dim))};
-          ref.attention->run(a);
+          c.paged = std::make_shared<PagedKvCopy>(c.k.data(), c.v.data(), cs.past + cs.m, s.kv_heads * s.head_dim,
+                                                  kValidationBlockTokens);
+          ref.attention->run(attention_args(c, s, c.ref.data()));
           d.cases.push_back(std::move(c));
         }
         attention.push_back(std::move(d));
@@ -328,9 +348,7 @@ void FamilyValidator::validate(const FamilyImpl& fi, Verdict& v) {
       const AttentionShape& s = d.shape;
       ok = check(describe(s) + " M=" + std::to_string(c.m) + " past=" + std::to_string(c.past), c.ref.size(), c.m, c.ref,
                  [&](float* out) {
-                   const AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), out, c.m, c.past,
-                                         s.heads,    s.kv_heads, s.head_dim, 1.0f / std::sqrt(static_cast<float>(s.head_dim))};
-                   fi.attention->run(a);
+                   fi.attention->run(attention_args(c, s, out));
                  });
     }
   v.status = ok ? VerdictStatus::Passed : VerdictStatus::Failed;

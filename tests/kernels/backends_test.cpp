@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
 #include "util/cpu_features.h"
+#include "util/error.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -145,14 +147,55 @@ TEST(Backends, AttentionMatchesReference) {
     const auto k = random_activations(rng, total, c.kv * c.dim);
     const auto v = random_activations(rng, total, c.kv * c.dim);
     std::vector<float> want(q.size());
-    AttentionArgs a{q.data(), k.data(), v.data(), want.data(), c.m, c.past, c.heads, c.kv, c.dim, 1.0f / std::sqrt(float(c.dim))};
+    // The reference on one contiguous block is the truth; every backend runs on paged copies.
+    const PagedKvCopy contiguous(k.data(), v.data(), total, c.kv * c.dim, total, 1, 0);
+    AttentionArgs a;
+    a.q = q.data();
+    a.out = want.data();
+    contiguous.point(a);
+    a.m = c.m;
+    a.past = c.past;
+    a.num_heads = c.heads;
+    a.num_kv_heads = c.kv;
+    a.head_dim = c.dim;
+    a.scale = 1.0f / std::sqrt(float(c.dim));
     reference_kernels().attention->run(a);
-    for (const Backend* b : runnable(OpFamily::Attention)) {
-      if (!b->attention.attention_unsupported(AttentionShape{c.heads, c.kv, c.dim}).empty()) continue;
-      std::vector<float> got(want.size(), NAN);
-      a.out = got.data();
+    for (const std::int64_t block : {std::int64_t{1}, std::int64_t{5}, std::int64_t{16}}) {
+      const PagedKvCopy paged(k.data(), v.data(), total, c.kv * c.dim, block);
+      paged.point(a);
+      std::vector<float> ref_paged(want.size(), NAN);
+      a.out = ref_paged.data();
+      reference_kernels().attention->run(a);
+      EXPECT_EQ(ref_paged, want) << "reference, block_tokens=" << block;  // same arithmetic, any paging
+      for (const Backend* b : runnable(OpFamily::Attention)) {
+        if (!b->attention.attention_unsupported(AttentionShape{c.heads, c.kv, c.dim}).empty()) continue;
+        std::vector<float> got(want.size(), NAN);
+        a.out = got.data();
+        b->attention.attention->run(a);
+        EXPECT_LE(max_error(got, want, c.m, c.heads * c.dim), tolerance(b->attention.precision))
+            << b->name << " dim=" << c.dim << " block_tokens=" << block;
+      }
+    }
+  }
+}
+
+TEST(Backends, AttentionWithoutBlocksIsAClearError) {
+  const auto q = std::vector<float>(64, 0.5f);
+  std::vector<float> out(64);
+  AttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  a.m = 1;
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.head_dim = 16;
+  for (const Backend* b : runnable(OpFamily::Attention)) {
+    if (b->name == "reference") continue;  // the reference trusts its caller; backends check
+    try {
       b->attention.attention->run(a);
-      EXPECT_LE(max_error(got, want, c.m, c.heads * c.dim), tolerance(b->attention.precision)) << b->name << " dim=" << c.dim;
+      ADD_FAILURE() << b->name << " accepted attention without KV blocks";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no KV blocks"), std::string::npos) << e.what();
     }
   }
 }

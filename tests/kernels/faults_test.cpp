@@ -9,6 +9,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/faults.h"
+#include "kernels/paged_kv.h"
 #include "kernels/model_shapes.h"
 #include "kernels/random_data.h"
 #include "kernels/registry.h"
@@ -80,7 +81,18 @@ bool real_call_gives_nan(const KernelSet& k, OpFamily f) {
     case OpFamily::Attention: {
       const auto q = random_activations(rng, 1, 4 * 16), kv = random_activations(rng, 3, 2 * 16);
       out.resize(q.size());
-      k.attention->run(AttentionArgs{q.data(), kv.data(), kv.data(), out.data(), 1, 2, 4, 2, 16, 0.25f});
+      const PagedKvCopy paged(kv.data(), kv.data(), 3, 2 * 16, 2);
+      AttentionArgs a;
+      a.q = q.data();
+      a.out = out.data();
+      paged.point(a);
+      a.m = 1;
+      a.past = 2;
+      a.num_heads = 4;
+      a.num_kv_heads = 2;
+      a.head_dim = 16;
+      a.scale = 0.25f;
+      k.attention->run(a);
       break;
     }
   }

@@ -23,7 +23,7 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
   const float* q = a.q + (i * a.num_heads + h) * D;
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(visible) * sizeof(float)));
   for (std::int64_t p = 0; p < visible; ++p) {
-    const float* k = a.k_cache + p * kv_stride + kvh * D;
+    const float* k = a.kv_blocks[p / a.block_tokens] + a.k_offset + (p % a.block_tokens) * kv_stride + kvh * D;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     std::int64_t d = 0;
     for (; d + 32 <= D; d += 32) {
@@ -41,7 +41,7 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
     for (std::int64_t j = 0; j < kMaxVecs; ++j) acc[j] = _mm512_setzero_ps();
     for (std::int64_t p = 0; p < visible; ++p) {
       const __m512 s = _mm512_set1_ps(scores[p]);
-      const float* v = a.v_cache + p * kv_stride + kvh * D + d0;
+      const float* v = a.kv_blocks[p / a.block_tokens] + a.v_offset + (p % a.block_tokens) * kv_stride + kvh * D + d0;
       for (std::int64_t j = 0; j < vecs; ++j) acc[j] = _mm512_fmadd_ps(s, _mm512_loadu_ps(v + 16 * j), acc[j]);
     }
     const __m512 scale = _mm512_set1_ps(inv);

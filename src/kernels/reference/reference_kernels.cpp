@@ -131,7 +131,7 @@ class ReferenceMoe final : public MoeKernel {
 class ReferenceAttention final : public AttentionKernel {
  public:
   void run(const AttentionArgs& a) const override {
-    const std::int64_t D = a.head_dim, group = a.num_heads / a.num_kv_heads;
+    const std::int64_t D = a.head_dim, group = a.num_heads / a.num_kv_heads, row = a.num_kv_heads * D;
     std::vector<float> scores;
     for (std::int64_t i = 0; i < a.m; ++i) {
       const std::int64_t visible = a.past + i + 1;
@@ -141,7 +141,7 @@ class ReferenceAttention final : public AttentionKernel {
         const std::int64_t kvh = h / group;
         float mx = -INFINITY;
         for (std::int64_t p = 0; p < visible; ++p) {
-          const float* k = a.k_cache + (p * a.num_kv_heads + kvh) * D;
+          const float* k = a.kv_blocks[p / a.block_tokens] + a.k_offset + (p % a.block_tokens) * row + kvh * D;
           double dot = 0.0;
           for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * k[d];
           scores[static_cast<std::size_t>(p)] = static_cast<float>(dot) * a.scale;
@@ -153,7 +153,8 @@ class ReferenceAttention final : public AttentionKernel {
         for (std::int64_t d = 0; d < D; ++d) {
           double acc = 0.0;
           for (std::int64_t p = 0; p < visible; ++p)
-            acc += static_cast<double>(scores[static_cast<std::size_t>(p)]) * a.v_cache[(p * a.num_kv_heads + kvh) * D + d];
+            acc += static_cast<double>(scores[static_cast<std::size_t>(p)]) *
+                   a.kv_blocks[p / a.block_tokens][a.v_offset + (p % a.block_tokens) * row + kvh * D + d];
           out[d] = static_cast<float>(acc / sum);
         }
       }
@@ -167,7 +168,7 @@ KernelSet reference_kernels() {
   static const ReferenceGemm gemm;
   static const ReferenceMoe moe;
   static const ReferenceAttention attention;
-  return KernelSet{&gemm, &gemm, &moe, &attention};
+  return KernelSet{&gemm, &gemm, &moe, &attention, reference_conv1d(), reference_delta_rule()};
 }
 
 }  // namespace fp4serve::kernels
