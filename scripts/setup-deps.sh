@@ -9,7 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for the fuzz job
   libpcre2-dev libutf8proc-dev  # tokenizer: Unicode regex classes and NFC
-  python3
+  libcpp-httplib-dev  # server: HTTP/1.1 with chunked streaming
+  python3 python3-venv  # server integration tests (venv below)
 )
 
 missing=()
@@ -22,4 +23,16 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The server's integration tests drive the real binary with the official `openai` client; they
+# run from a venv in .venv-tests/ (created once, reused; --no-test-venv skips it).
+if [ "${1:-}" != "--no-test-venv" ]; then
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  venv="$repo/.venv-tests"
+  if ! "$venv/bin/python" -c "import openai, pytest" 2>/dev/null; then
+    echo "setup-deps: creating $venv with openai and pytest"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check openai pytest
+  fi
 fi

@@ -10,6 +10,9 @@ echo "== release build and tests"
 bash scripts/build.sh release
 ctest --test-dir build/release --output-on-failure -j "$(nproc)"
 
+echo "== server integration tests (openai client and raw HTTP against a tiny synth model)"
+FP4SERVE_BINARY="$PWD/build/release/fp4serve" .venv-tests/bin/python -m pytest -q tests/integration
+
 echo "== ASan/UBSan build and tests"
 bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -19,6 +19,8 @@ int run_app(int argc, char** argv) {
   register_doctor(app);
   register_run(app);
   register_chat(app);
+  register_serve(app);
+  register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,5 +15,7 @@ void register_tokenize(CLI::App& app);  // tokenize, detokenize, template
 void register_doctor(CLI::App& app);
 void register_run(CLI::App& app);   // run (cmd_run.cpp)
 void register_chat(CLI::App& app);  // chat (cmd_run.cpp)
+void register_serve(CLI::App& app);  // serve (cmd_serve.cpp)
+void register_bench(CLI::App& app);
 
 }  // namespace fp4serve::cli

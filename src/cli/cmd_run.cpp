@@ -1,7 +1,7 @@
 // `fp4serve run`: generate from a prompt; `fp4serve chat`: an interactive conversation.
 //
 //   fp4serve run -m DIR (-p TEXT | --prompt-ids 1,2,3) [-n N] [--temperature T --top-p P --top-k K
-//                --min-p M --seed S] [--chat] [--json] [--w4a4] [--check-weights] [backend flags]
+//                --min-p M --presence-penalty X --frequency-penalty X --repetition-penalty X --seed S] [--chat] [--json] [--w4a4] [--check-weights] [backend flags]
 //   fp4serve chat -m DIR [--system TEXT] [sampling flags] [--w4a4] [backend flags]
 //
 // Human form: the kernel choices and load notes go to stderr, the text streams to stdout as it is
@@ -53,6 +53,15 @@ void add_common_options(CLI::App& cmd, CommonArgs& a) {
       ->capture_default_str();
   cmd.add_option("--top-k", a.sampling.top_k, "Keep only the k most likely tokens (0 = off)")->capture_default_str();
   cmd.add_option("--min-p", a.sampling.min_p, "Drop tokens below min-p times the top token's probability")
+      ->capture_default_str();
+  cmd.add_option("--presence-penalty", a.sampling.presence_penalty,
+                 "Subtract this from the logit of every token already generated (OpenAI; -2..2)")
+      ->capture_default_str();
+  cmd.add_option("--frequency-penalty", a.sampling.frequency_penalty,
+                 "Subtract this times a token's count among the generated ones (OpenAI; -2..2)")
+      ->capture_default_str();
+  cmd.add_option("--repetition-penalty", a.sampling.repetition_penalty,
+                 "Divide positive / multiply negative logits of tokens in prompt or output (HF; 1 = off)")
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "Sampling seed (default: random, reported in --json)")
       ->each([&a](const std::string&) { a.seeded = true; });
@@ -255,7 +264,10 @@ void run(RunArgs& a) {
     out["sampling"] = {{"temperature", request.sampling.temperature},
                        {"top_p", request.sampling.top_p},
                        {"top_k", request.sampling.top_k},
-                       {"min_p", request.sampling.min_p}};
+                       {"min_p", request.sampling.min_p},
+                       {"presence_penalty", request.sampling.presence_penalty},
+                       {"frequency_penalty", request.sampling.frequency_penalty},
+                       {"repetition_penalty", request.sampling.repetition_penalty}};
     out["semantics"] = a.common.w4a4 ? "W4A4" : "W4A16";
     out["stop_tokens"] = rt.stop_tokens;
     out["kernels"] = rt.kernels->report().to_json();

@@ -20,7 +20,12 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 std::string_view finish_reason_name(FinishReason reason) {
-  return reason == FinishReason::Stop ? "stop" : "length";
+  switch (reason) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Length: break;
+  }
+  return "length";
 }
 
 double Timings::prefill_tokens_per_second() const {
@@ -31,22 +36,47 @@ double Timings::decode_tokens_per_second() const {
   return decode_seconds > 0.0 ? static_cast<double>(decode_tokens) / decode_seconds : 0.0;
 }
 
-Session::Session(Qwen3Model& model, kernels::KernelSelection* guard, std::int64_t prefill_chunk)
+namespace {
+
+std::int64_t context_of(const CausalLM& model) { return std::max<std::int64_t>(model.config().max_position_embeddings, 1); }
+
+// Room for one sequence of the model's whole context.
+std::uint64_t session_budget(const CausalLM& model, std::int64_t block_tokens) {
+  const StateSpec spec = model.state_spec();
+  const std::int64_t blocks = (context_of(model) + block_tokens - 1) / std::max<std::int64_t>(block_tokens, 1);
+  return (static_cast<std::uint64_t>(blocks * spec.kv_block_floats(block_tokens)) +
+          static_cast<std::uint64_t>(spec.fixed_state_floats())) *
+             sizeof(float) +
+         1;
+}
+
+}  // namespace
+
+Session::Session(CausalLM& model, kernels::KernelSelection* guard, std::int64_t prefill_chunk,
+                 std::int64_t block_tokens)
     : model_(model),
       guard_(guard),
       prefill_chunk_(std::max<std::int64_t>(prefill_chunk, 1)),
-      cache_(model),
-      logits_(static_cast<std::size_t>(model.vocab_size())) {}
+      context_(context_of(model)),
+      pool_(model.state_spec(), block_tokens, session_budget(model, block_tokens), 1),
+      logits_(static_cast<std::size_t>(model.vocab_size())) {
+  pool_.open(seq_);
+}
+
+Session::~Session() { pool_.release(seq_); }
 
 void Session::reset() {
-  cache_.truncate(0);
+  pool_.truncate(seq_, 0);
   tokens_.clear();
 }
 
 void Session::forward(std::span<const std::int32_t> tokens) {
-  cache_.reserve_more(static_cast<std::int64_t>(tokens.size()));
-  model_.forward(tokens, cache_.view(), logits_, LogitsFor::LastPosition);
-  cache_.advance(static_cast<std::int64_t>(tokens.size()));
+  const auto m = static_cast<std::int64_t>(tokens.size());
+  if (!pool_.reserve(seq_, seq_.past() + m))
+    fail("the sequence's state needs more than the context of ", context_, " tokens");
+  const SequenceChunk chunk{tokens, &seq_.state(), LogitsFor::LastPosition};
+  model_.forward({&chunk, 1}, logits_);
+  seq_.advance(m);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
@@ -80,7 +110,14 @@ GenerationResult Session::generate(const GenerationRequest& request, const Token
     if (request.prompt[i] < 0 || request.prompt[i] >= V)
       fail("prompt token ", i, " is id ", request.prompt[i], ", outside the model's vocabulary [0, ", V, ")");
   }
+  const auto prompt_len = static_cast<std::int64_t>(request.prompt.size());
+  if (prompt_len > context_)
+    fail("the prompt has ", prompt_len, " tokens, more than the model's context of ", context_,
+         " (max_position_embeddings)");
+  // The last generated token is never fed back, so prompt + max_new_tokens may reach context + 1.
+  const std::int64_t max_new = std::min(request.max_new_tokens, context_ + 1 - prompt_len);
   Sampler sampler(request.sampling);
+  sampler.set_prompt(request.prompt);
   GenerationResult result;
   result.seed = sampler.seed();
 
@@ -89,10 +126,10 @@ GenerationResult Session::generate(const GenerationRequest& request, const Token
   while (common < tokens_.size() && common < request.prompt.size() && tokens_[common] == request.prompt[common])
     ++common;
   common = std::min(common, request.prompt.size() - 1);
-  cache_.truncate(static_cast<std::int64_t>(common));
+  if (model_.state_spec().linear_layers > 0 && common != tokens_.size()) common = 0;  // no rewinding a recurrence
+  pool_.truncate(seq_, static_cast<std::int64_t>(common));
   tokens_.resize(common);
   result.cached_prompt_tokens = static_cast<std::int64_t>(common);
-  cache_.reserve_more(static_cast<std::int64_t>(request.prompt.size() - common) + request.max_new_tokens);
 
   // Prefill, in chunks so activations stay bounded on long prompts.
   const auto start = Clock::now();
@@ -105,7 +142,7 @@ GenerationResult Session::generate(const GenerationRequest& request, const Token
 
   // Decode: sample from the current logits, feed the token back, repeat.
   const auto decode_start = Clock::now();
-  for (std::int64_t step = 0; step < request.max_new_tokens; ++step) {
+  for (std::int64_t step = 0; step < max_new; ++step) {
     check_finite(static_cast<std::int64_t>(tokens_.size()) - 1, step);
     const SampledToken next = sampler.sample(logits_);
     result.tokens.push_back(next.token);
@@ -115,7 +152,7 @@ GenerationResult Session::generate(const GenerationRequest& request, const Token
       result.finish = FinishReason::Stop;
       break;
     }
-    if (step + 1 == request.max_new_tokens) break;
+    if (step + 1 == max_new) break;
     forward({&next.token, 1});
     result.timings.decode_tokens += 1;
   }
@@ -123,7 +160,7 @@ GenerationResult Session::generate(const GenerationRequest& request, const Token
   return result;
 }
 
-GenerationResult generate(Qwen3Model& model, const GenerationRequest& request, const TokenCallback& on_token,
+GenerationResult generate(CausalLM& model, const GenerationRequest& request, const TokenCallback& on_token,
                           kernels::KernelSelection* guard) {
   Session session(model, guard);
   return session.generate(request, on_token);

@@ -1,6 +1,6 @@
 #pragma once
-// Generation: prefill a prompt (many tokens in one forward), then decode one token at a time
-// through the same Qwen3Model::forward and kernels, sampling each next token, until a stop token
+// Generation for one sequence at a time (run, chat): prefill a prompt (in chunks), then decode one
+// token at a time through the same CausalLM::forward and kernels, sampling each next token, until a stop token
 // or the length limit. Non-finite logits fail the request with NonFiniteLogits before anything
 // is sampled from them, and tell the kernel registry's guard (which may swap a backend).
 #include <cstdint>
@@ -9,9 +9,10 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/kv_cache.h"
+#include "engine/finish_reason.h"
 #include "engine/sampler.h"
-#include "model/qwen3_model.h"
+#include "engine/state_pool.h"
+#include "model/causal_lm.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -27,9 +28,6 @@ struct GenerationRequest {
   // Generation ends after emitting one of these (it is part of the result); empty = length only.
   std::vector<std::int32_t> stop_tokens;
 };
-
-enum class FinishReason { Length, Stop };
-std::string_view finish_reason_name(FinishReason reason);  // "length", "stop"
 
 struct Timings {
   double prefill_seconds = 0.0;
@@ -58,20 +56,25 @@ class NonFiniteLogits : public Error {
 // Called with each generated token as soon as it is chosen (streaming).
 using TokenCallback = std::function<void(std::int32_t token, float logprob)>;
 
-// One sequence's state across requests: the tokens whose keys and values are cached. A chat
-// re-renders its whole conversation every turn; the part of the new prompt that matches the
-// cached tokens is not computed again.
+// One sequence's state across requests: the tokens whose state is cached. A chat re-renders its
+// whole conversation every turn; the part of the new prompt that matches the cached tokens is
+// not computed again. A hybrid model's recurrent state cannot be rewound, so there only a
+// prompt that extends the cached tokens exactly re-uses them; anything else starts over.
+// The state lives in a private StatePool with room for the model's max_position_embeddings
+// tokens (committed as used); generation stops with FinishReason::Length at that limit.
 class Session {
  public:
   // `guard`, when given, is told about non-finite logits (it re-validates backends); the model's
   // kernels are refreshed if it changes them. Both must outlive the session.
-  explicit Session(Qwen3Model& model, kernels::KernelSelection* guard = nullptr,
-                   std::int64_t prefill_chunk = 512);
+  explicit Session(CausalLM& model, kernels::KernelSelection* guard = nullptr, std::int64_t prefill_chunk = 512,
+                   std::int64_t block_tokens = 16);
+  ~Session();
 
   GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_token = {});
 
   const std::vector<std::int32_t>& cached_tokens() const { return tokens_; }
-  const KvCache& cache() const { return cache_; }
+  const StatePool& pool() const { return pool_; }
+  std::int64_t context_length() const { return context_; }
   void reset();
 
  private:
@@ -79,16 +82,18 @@ class Session {
   void forward(std::span<const std::int32_t> tokens);
   void check_finite(std::int64_t position, std::int64_t step);
 
-  Qwen3Model& model_;
+  CausalLM& model_;
   kernels::KernelSelection* guard_;
   std::int64_t prefill_chunk_;
-  KvCache cache_;
-  std::vector<std::int32_t> tokens_;  // in the cache, in order
+  std::int64_t context_;
+  StatePool pool_;
+  PooledSequence seq_;
+  std::vector<std::int32_t> tokens_;  // in the state, in order
   std::vector<float> logits_;
 };
 
 // One request on a fresh session.
-GenerationResult generate(Qwen3Model& model, const GenerationRequest& request, const TokenCallback& on_token = {},
+GenerationResult generate(CausalLM& model, const GenerationRequest& request, const TokenCallback& on_token = {},
                           kernels::KernelSelection* guard = nullptr);
 
 }  // namespace fp4serve::engine

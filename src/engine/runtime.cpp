@@ -69,7 +69,7 @@ Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOption
     if (std::find(rt.stop_tokens.begin(), rt.stop_tokens.end(), id) == rt.stop_tokens.end()) rt.stop_tokens.push_back(id);
   }
   rt.kernels = kernels::select_kernels(options.backends, weights.config, weights.quantization);
-  rt.model = std::make_unique<Qwen3Model>(std::move(weights), rt.kernels->kernels(), options.backends.semantics);
+  rt.model = make_causal_lm(std::move(weights), rt.kernels->kernels(), options.backends.semantics);
   if (std::filesystem::exists(model_dir / "tokenizer.json")) rt.tokenizer = tokenizer::Tokenizer::from_model_dir(model_dir);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rt;

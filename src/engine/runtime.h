@@ -12,7 +12,7 @@
 
 #include "kernels/registry.h"
 #include "model/model_weights.h"
-#include "model/qwen3_model.h"
+#include "model/causal_lm.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fp4serve::engine {
@@ -25,7 +25,7 @@ struct RuntimeOptions {
 struct Runtime {
   std::filesystem::path model_dir;
   std::unique_ptr<kernels::KernelSelection> kernels;
-  std::unique_ptr<Qwen3Model> model;
+  std::unique_ptr<CausalLM> model;  // the class for the checkpoint's model_type
   std::optional<tokenizer::Tokenizer> tokenizer;  // absent without tokenizer.json
   std::vector<std::int32_t> stop_tokens;          // config.json and generation_config.json eos ids
   std::vector<std::string> warnings;              // quantization and weight-loading notes

@@ -14,6 +14,12 @@ void validate(const SamplingParams& p) {
   if (!(p.top_p > 0.0 && p.top_p <= 1.0)) fail("--top-p must be in (0, 1], got ", p.top_p);
   if (p.top_k < 0) fail("--top-k must be >= 0 (0 = off), got ", p.top_k);
   if (!(p.min_p >= 0.0 && p.min_p <= 1.0)) fail("--min-p must be in [0, 1], got ", p.min_p);
+  if (!(p.presence_penalty >= -2.0 && p.presence_penalty <= 2.0))
+    fail("--presence-penalty must be in [-2, 2], got ", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2.0 && p.frequency_penalty <= 2.0))
+    fail("--frequency-penalty must be in [-2, 2], got ", p.frequency_penalty);
+  if (!(p.repetition_penalty > 0.0) || !std::isfinite(p.repetition_penalty))
+    fail("--repetition-penalty must be > 0 (1 = off), got ", p.repetition_penalty);
 }
 
 float token_logprob(std::span<const float> logits, std::int32_t token) {
@@ -23,19 +29,86 @@ float token_logprob(std::span<const float> logits, std::int32_t token) {
   return static_cast<float>(static_cast<double>(logits[static_cast<std::size_t>(token)]) - mx - std::log(sum));
 }
 
+void top_logprobs(std::span<const float> logits, std::int64_t n, std::vector<TokenLogprob>& out) {
+  out.clear();
+  n = std::min<std::int64_t>(n, static_cast<std::int64_t>(logits.size()));
+  if (n <= 0) return;
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  const double log_z = mx + std::log(sum);
+  // A running list of the n best (small n, at most 20 from the API): insertion keeps it sorted.
+  auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+  };
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const TokenLogprob cand{static_cast<std::int32_t>(i), logits[i]};  // raw logit, converted below
+    if (static_cast<std::int64_t>(out.size()) == n && !better(cand, out.back())) continue;
+    if (static_cast<std::int64_t>(out.size()) == n) out.pop_back();
+    out.insert(std::upper_bound(out.begin(), out.end(), cand, better), cand);
+  }
+  for (TokenLogprob& t : out) t.logprob = static_cast<float>(static_cast<double>(t.logprob) - log_z);
+}
+
 Sampler::Sampler(const SamplingParams& params) : params_(params) {
   validate(params_);
   seed_ = params_.seed ? *params_.seed : (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   rng_.seed(seed_);
 }
 
-SampledToken Sampler::sample(std::span<const float> logits) {
-  const auto V = static_cast<std::int32_t>(logits.size());
+void Sampler::set_prompt(std::span<const std::int32_t> prompt) {
+  if (params_.repetition_penalty == 1.0) return;  // only the repetition penalty looks at the prompt
+  if (seen_.empty()) {
+    prompt_.assign(prompt.begin(), prompt.end());
+  } else {
+    for (std::int32_t t : prompt) note(t, false);
+  }
+}
+
+void Sampler::note(std::int32_t token, bool generated) {
+  if (token < 0 || static_cast<std::size_t>(token) >= seen_.size()) return;
+  const auto i = static_cast<std::size_t>(token);
+  if (!seen_[i]) {
+    seen_[i] = 1;
+    seen_ids_.push_back(token);
+  }
+  if (generated) generated_count_[i] += 1;
+}
+
+std::span<const float> Sampler::penalised(std::span<const float> logits) {
+  if (seen_.size() != logits.size()) {
+    // First call: size the bookkeeping to the vocabulary, then count the prompt.
+    seen_.assign(logits.size(), 0);
+    generated_count_.assign(logits.size(), 0);
+    seen_ids_.clear();
+    for (std::int32_t t : prompt_) note(t, false);
+    prompt_.clear();
+  }
+  work_.assign(logits.begin(), logits.end());
+  const auto rep = static_cast<float>(params_.repetition_penalty);
+  for (std::int32_t t : seen_ids_) {
+    float& x = work_[static_cast<std::size_t>(t)];
+    if (rep != 1.0f) x = x > 0.0f ? x / rep : x * rep;
+    const std::int32_t count = generated_count_[static_cast<std::size_t>(t)];
+    if (count > 0) {
+      x -= static_cast<float>(params_.frequency_penalty * count + params_.presence_penalty);
+    }
+  }
+  return work_;
+}
+
+SampledToken Sampler::sample(std::span<const float> raw) {
+  const auto V = static_cast<std::int32_t>(raw.size());
   if (V == 0) fail("sampler: empty logits");
+  const bool penalties = params_.has_penalties();
+  const std::span<const float> logits = penalties ? penalised(raw) : raw;
+  auto chosen = [&](std::int32_t token) {
+    if (penalties) note(token, true);
+    return SampledToken{token, token_logprob(raw, token)};
+  };
   if (params_.temperature == 0.0) {
     // Greedy: the first maximum, as torch.argmax.
-    const auto token = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    return {token, token_logprob(logits, token)};
+    return chosen(static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
 
   // Probabilities at temperature T (unnormalised: exp((x - max) / T), in double).
@@ -91,7 +164,7 @@ SampledToken Sampler::sample(std::span<const float> logits) {
       break;
     }
   }
-  return {token, token_logprob(logits, token)};
+  return chosen(token);
 }
 
 }  // namespace fp4serve::engine

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/finish_reason.h"
 #include "engine/sampler.h"
 #include "model/causal_lm.h"
 #include "util/error.h"
@@ -34,6 +35,8 @@ class KernelSelection;
 }
 
 namespace fp4serve::engine {
+
+class SchedulerLoop;  // the scheduler thread's state (scheduler.cpp)
 
 struct SchedulerOptions {
   std::int64_t max_num_seqs = 16;     // sequences running at once
@@ -46,19 +49,15 @@ struct SchedulerOptions {
 
 struct RequestSpec {
   std::vector<std::int32_t> prompt;
-  std::int64_t max_new_tokens = 16;
+  std::int64_t max_new_tokens = 16;       // >= 1
   SamplingParams sampling;
   std::vector<std::int32_t> stop_tokens;  // generation ends after emitting one (it is delivered)
   bool ignore_eos = false;                // (stop_tokens still apply when given explicitly)
   std::int64_t top_logprobs = 0;          // 0..20 alternatives per token
 };
 
-struct TokenLogprob {
-  std::int32_t token = 0;
-  float logprob = 0.0f;
-};
-
-enum class FinishReason { Length, Stop, Cancelled };
+// TokenLogprob (engine/sampler.h) and FinishReason (engine/finish_reason.h, shared with
+// Session::generate) come from their own headers.
 
 struct RequestEvent {
   enum class Kind { Token, Finished, Failed } kind = Kind::Token;
@@ -93,7 +92,7 @@ class RequestStream {
   std::uint64_t id() const { return id_; }
 
  private:
-  friend class Scheduler;
+  friend class SchedulerLoop;
   explicit RequestStream(std::uint64_t id) : id_(id) {}
   void push(RequestEvent event);
   std::uint64_t id_;
@@ -143,6 +142,9 @@ class Scheduler {
 
   SchedulerStats stats() const;
   const SchedulerOptions& options() const;  // with the defaults resolved
+
+ private:
+  std::unique_ptr<SchedulerLoop> loop_;
 };
 
 }  // namespace fp4serve::engine

@@ -46,9 +46,12 @@ SafetensorsWriter::SafetensorsWriter(const std::filesystem::path& path, std::vec
       fail(where, ": ", e.what());
     }
     if (data_size_ > kMaxTensorBytes - n) fail(where, ": tensor '", t.name, "': the data section overflows");
-    header[t.name] = {{"dtype", dtype_name(t.dtype)},
-                      {"shape", t.shape},
-                      {"data_offsets", {data_size_, data_size_ + n}}};
+    // Appended directly: names are unique (checked above), and ordered_json's operator[] searches
+    // the keys linearly, which made headers of 100k-tensor checkpoints quadratic.
+    header.get_ref<nlohmann::ordered_json::object_t&>().emplace_back(
+        t.name, nlohmann::ordered_json{{"dtype", dtype_name(t.dtype)},
+                                       {"shape", t.shape},
+                                       {"data_offsets", {data_size_, data_size_ + n}}});
     data_size_ += n;
   }
 

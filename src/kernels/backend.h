@@ -25,6 +25,8 @@ struct FamilyImpl {
   const GemmKernel* gemm = nullptr;  // DenseGemm and Fp4Gemm
   const MoeKernel* moe = nullptr;
   const AttentionKernel* attention = nullptr;
+  const Conv1dKernel* conv1d = nullptr;         // LinearAttention: both ops together
+  const DeltaRuleKernel* delta_rule = nullptr;
   Precision precision = Precision::Fp32;
   // Rows of M (tokens) one tile covers; the fault injector's `tail` kind leaves the rows past
   // the last full tile unwritten, like a kernel that forgot its remainder loop.
@@ -33,8 +35,11 @@ struct FamilyImpl {
   std::function<std::string(const GemmShape&)> gemm_unsupported;
   std::function<std::string(const MoeShape&)> moe_unsupported;
   std::function<std::string(const AttentionShape&)> attention_unsupported;
+  std::function<std::string(const LinearAttentionShape&)> linear_unsupported;
 
-  bool present() const { return gemm != nullptr || moe != nullptr || attention != nullptr; }
+  bool present() const {
+    return gemm != nullptr || moe != nullptr || attention != nullptr || (conv1d != nullptr && delta_rule != nullptr);
+  }
 };
 
 struct Backend {
@@ -42,7 +47,7 @@ struct Backend {
   std::string description;  // one line for doctor
   int speed_rank = 0;       // `auto` tries higher first; reference is 0
   std::vector<CpuFeature> needs;
-  FamilyImpl dense, fp4, moe, attention;
+  FamilyImpl dense, fp4, moe, attention, linear_attention;
 
   const FamilyImpl& family(OpFamily f) const;
 };

@@ -6,6 +6,7 @@
 #include "kernels/gemm_wrappers.h"
 #include "kernels/grouped_moe.h"
 #include "kernels/isa_kernels.h"
+#include "kernels/linear_attention_wrappers.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -20,6 +21,7 @@ const FamilyImpl& Backend::family(OpFamily f) const {
     case OpFamily::Fp4Gemm: return fp4;
     case OpFamily::Moe: return moe;
     case OpFamily::Attention: return attention;
+    case OpFamily::LinearAttention: return linear_attention;
   }
   fail("unknown op family");
 }
@@ -61,6 +63,17 @@ FamilyImpl moe_family(const MoeKernel* k, Precision p) {
   return f;
 }
 
+// Linear attention: the recurrence runs step by step in fp32 (Precision::Fp32).
+FamilyImpl linear_family(const Conv1dKernel* conv, const DeltaRuleKernel* delta) {
+  FamilyImpl f;
+  f.conv1d = conv;
+  f.delta_rule = delta;
+  f.precision = Precision::Fp32;
+  f.m_tile = 4;
+  f.linear_unsupported = [](const LinearAttentionShape&) { return std::string(); };
+  return f;
+}
+
 FamilyImpl attention_family(const AttentionKernel* k, std::int64_t multiple) {
   FamilyImpl f;
   f.attention = k;
@@ -80,6 +93,7 @@ Backend make_reference() {
   b.fp4 = gemm_family(ref.fp4_gemm, Precision::Fp32, 4, any_gemm);
   b.moe = moe_family(ref.moe, Precision::Fp32);
   b.attention = attention_family(ref.attention, 1);
+  b.linear_attention = linear_family(ref.conv1d, ref.delta_rule);
   return b;
 }
 
@@ -88,6 +102,8 @@ Backend make_avx2() {
   static const Fp4GemmKernel fp4("avx2", avx2::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx2", {&fp4, &dense, &fp4, &dense});
   static const SimdAttentionKernel attention("avx2", avx2::attention, 8);
+  static const SimdConv1dKernel conv("avx2", avx2::conv1d);
+  static const SimdDeltaRuleKernel delta("avx2", avx2::delta_rule);
   Backend b;
   b.name = "avx2";
   b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes, fp32 FMA";
@@ -97,6 +113,7 @@ Backend make_avx2() {
   b.fp4 = gemm_family(&fp4, Precision::Fp32, 4, any_gemm);
   b.moe = moe_family(&moe, Precision::Fp32);
   b.attention = attention_family(&attention, 8);
+  b.linear_attention = linear_family(&conv, &delta);
   return b;
 }
 
@@ -105,6 +122,8 @@ Backend make_avx512() {
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx512", {&fp4, &dense, &fp4, &dense});
   static const SimdAttentionKernel attention("avx512", avx512::attention, 16);
+  static const SimdConv1dKernel conv("avx512", avx512::conv1d);
+  static const SimdDeltaRuleKernel delta("avx512", avx512::delta_rule);
   Backend b;
   b.name = "avx512";
   b.description = "AVX-512 F/BW/VL: NVFP4 decoded with 16-lane two-table permutes, fp32 FMA";
@@ -114,6 +133,7 @@ Backend make_avx512() {
   b.fp4 = gemm_family(&fp4, Precision::Fp32, 4, any_gemm);
   b.moe = moe_family(&moe, Precision::Fp32);
   b.attention = attention_family(&attention, 16);
+  b.linear_attention = linear_family(&conv, &delta);
   return b;
 }
 

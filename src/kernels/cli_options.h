@@ -19,7 +19,9 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
   } flags[] = {{OpFamily::Fp4Gemm, &options.fp4_gemm, "NVFP4 GEMM backend"},
                {OpFamily::Moe, &options.moe, "MoE (routing + expert GEMMs) backend"},
                {OpFamily::DenseGemm, &options.dense, "dense (BF16/F16/F32/FP8) GEMM backend"},
-               {OpFamily::Attention, &options.attention, "attention backend"}};
+               {OpFamily::Attention, &options.attention, "attention backend"},
+               {OpFamily::LinearAttention, &options.linear_attention,
+                "linear-attention (Gated DeltaNet conv1d + delta rule) backend"}};
   for (const auto& f : flags) {
     std::string choices;
     for (const auto& c : backend_choices(f.family)) choices += (choices.empty() ? "" : ", ") + c;

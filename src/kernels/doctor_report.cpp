@@ -69,7 +69,7 @@ nlohmann::json backends_json(const CpuFeatures& cpu) {
   for (const Backend& b : compiled_backends()) {
     nlohmann::json needs = nlohmann::json::array(), families = nlohmann::json::array();
     for (CpuFeature f : b.needs) needs.push_back(cpu_feature_name(f));
-    for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe, OpFamily::Attention})
+    for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe, OpFamily::Attention, OpFamily::LinearAttention})
       if (b.family(f).present()) families.push_back(family_name(f));
     const auto missing = cpu.missing(b.needs);
     out.push_back({{"name", b.name},

@@ -190,11 +190,65 @@ class FaultyAttention final : public AttentionKernel {
   State* s_;
 };
 
+// Linear attention: nibble-swap reads the conv taps in reverse order and the delta rule's keys
+// with neighbouring elements exchanged; no-block-scale doubles the conv output (a dropped 0.5)
+// and ignores the delta rule's decay. tail runs only the steps of the full M tiles, so the state
+// is wrong as well.
+class FaultyConv1d final : public Conv1dKernel {
+ public:
+  FaultyConv1d(const Conv1dKernel* inner, State* s) : inner_(inner), s_(s) {}
+  void run(const Conv1dArgs& args) const override {
+    Conv1dArgs a = args;
+    std::vector<float> reversed;
+    if (s_->has(FaultKind::NibbleSwap)) {
+      reversed.resize(static_cast<std::size_t>(a.kernel * a.channels));
+      for (std::int64_t j = 0; j < a.kernel; ++j)
+        std::copy(args.weight + (a.kernel - 1 - j) * a.channels, args.weight + (a.kernel - j) * a.channels,
+                  reversed.begin() + j * a.channels);
+      a.weight = reversed.data();
+    }
+    a.m = s_->rows(args.m);
+    inner_->run(a);
+    finish(args.out, args.m, args.channels, *s_, s_->has(FaultKind::NoBlockScale) ? 2.0f : 1.0f);
+  }
+
+ private:
+  const Conv1dKernel* inner_;
+  State* s_;
+};
+
+class FaultyDeltaRule final : public DeltaRuleKernel {
+ public:
+  FaultyDeltaRule(const DeltaRuleKernel* inner, State* s) : inner_(inner), s_(s) {}
+  void run(const DeltaRuleArgs& args) const override {
+    DeltaRuleArgs a = args;
+    std::vector<float> k, g;
+    if (s_->has(FaultKind::NibbleSwap)) {
+      k.assign(args.k, args.k + args.m * args.num_k_heads * args.dk);
+      for (std::size_t i = 0; i + 1 < k.size(); i += 2) std::swap(k[i], k[i + 1]);
+      a.k = k.data();
+    }
+    if (s_->has(FaultKind::NoBlockScale)) {
+      g.assign(static_cast<std::size_t>(args.m * args.num_v_heads), 0.0f);
+      a.g = g.data();
+    }
+    a.m = s_->rows(args.m);
+    inner_->run(a);
+    finish(args.out, args.m, args.num_v_heads * args.dv, *s_, 1.0f);
+  }
+
+ private:
+  const DeltaRuleKernel* inner_;
+  State* s_;
+};
+
 struct Holder final : FaultHolder {
   State state;
   std::unique_ptr<GemmKernel> gemm;
   std::unique_ptr<MoeKernel> moe;
   std::unique_ptr<AttentionKernel> attention;
+  std::unique_ptr<Conv1dKernel> conv1d;
+  std::unique_ptr<DeltaRuleKernel> delta_rule;
 };
 
 }  // namespace
@@ -229,9 +283,11 @@ std::vector<FaultSpec> parse_fault_specs(std::string_view text) {
     if (find_backend(spec.backend) == nullptr) bad("no backend named '" + spec.backend + "' is compiled in");
     if (slash != std::string_view::npos) {
       const std::string_view fam = parts[0].substr(slash + 1);
-      for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention})
+      for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention,
+                         OpFamily::LinearAttention})
         if (family_name(f) == fam) spec.family = f;
-      if (!spec.family) bad("unknown family '" + std::string(fam) + "' (dense, fp4-gemm, moe, attention)");
+      if (!spec.family)
+        bad("unknown family '" + std::string(fam) + "' (dense, fp4-gemm, moe, attention, linear-attention)");
     }
     bool found = false;
     for (const auto& [k, n] : kKinds)
@@ -282,6 +338,14 @@ FamilyImpl wrap_with_faults(const FamilyImpl& impl, OpFamily, const std::vector<
   if (impl.attention) {
     h->attention = std::make_unique<FaultyAttention>(impl.attention, &h->state);
     out.attention = h->attention.get();
+  }
+  if (impl.conv1d) {
+    h->conv1d = std::make_unique<FaultyConv1d>(impl.conv1d, &h->state);
+    out.conv1d = h->conv1d.get();
+  }
+  if (impl.delta_rule) {
+    h->delta_rule = std::make_unique<FaultyDeltaRule>(impl.delta_rule, &h->state);
+    out.delta_rule = h->delta_rule.get();
   }
   holder = std::move(h);
   return out;

@@ -1,7 +1,8 @@
 #pragma once
 // Deliberately broken backends, for proving that validation and the run-time guard catch them.
 // FP4SERVE_INJECT_FAULT=<backend>[/<family>]:<kind>[:<calls>][,...]
-//   backend: a compiled backend name; family (optional): dense, fp4-gemm, moe, attention
+//   backend: a compiled backend name; family (optional): dense, fp4-gemm, moe, attention,
+//            linear-attention
 //   kinds:   nan            one output element is NaN
 //            zeros          the output is all zeros
 //            nibble-swap    NVFP4 (and FP8) bytes read with high and low nibble exchanged; BF16/F16
@@ -10,6 +11,9 @@
 //            no-block-scale NVFP4 block scales read as 1.0; FP8 per-tensor scale ignored;
 //                           unscaled weights: a dropped 0.5 factor (output doubled);
 //                           attention: softmax scale ignored
+//            (linear attention: nibble-swap reverses the conv taps and swaps neighbouring key
+//            elements of the delta rule; no-block-scale doubles the conv output and drops the
+//            delta rule's decay)
 //            tail           output rows past the last full M tile are left unwritten (only when
 //                           M has at least one full tile, so M = 1 still passes)
 //            late-nan       like nan, but only after <calls> (default 0) calls made outside

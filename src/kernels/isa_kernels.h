@@ -13,12 +13,16 @@ namespace avx2 {
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // BF16/F16/F32/FP8
 void attention(const AttentionArgs& args);  // head_dim % 8 == 0
+void conv1d(const Conv1dArgs& args);                            // pre-activations only
+void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx2
 
 namespace avx512 {
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void attention(const AttentionArgs& args);  // head_dim % 16 == 0
+void conv1d(const Conv1dArgs& args);                            // pre-activations only
+void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx512
 
 namespace amx {

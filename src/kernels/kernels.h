@@ -10,7 +10,8 @@
 
 namespace fp4serve::kernels {
 
-enum class OpFamily { DenseGemm, Fp4Gemm, Moe, Attention };
+// LinearAttention covers the two recurrent ops of Gated DeltaNet layers (conv1d, delta rule).
+enum class OpFamily { DenseGemm, Fp4Gemm, Moe, Attention, LinearAttention };
 
 // A Linear's weight as stored in the checkpoint, [n = out_features, k = in_features], row-major.
 struct WeightMatrix {

@@ -97,6 +97,14 @@ ShapeSet shapes_for_model(const ModelConfig& config, const ResolvedQuantization&
                               config.layer_types.empty();
   if (full_attention && config.num_attention_heads > 0)
     set.attention.push_back({config.num_attention_heads, config.num_key_value_heads, config.head_dim});
+  if (std::any_of(config.layer_types.begin(), config.layer_types.end(),
+                  [](LayerType t) { return t == LayerType::LinearAttention; })) {
+    const std::int64_t key = config.linear_num_key_heads * config.linear_key_head_dim;
+    set.linear_attention.push_back({2 * key + config.linear_num_value_heads * config.linear_value_head_dim,
+                                    config.linear_conv_kernel_dim, config.linear_num_key_heads,
+                                    config.linear_num_value_heads, config.linear_key_head_dim,
+                                    config.linear_value_head_dim});
+  }
   return set;
 }
 
@@ -118,6 +126,8 @@ ShapeSet builtin_shapes() {
   moe.norm_topk_prob = true;
   set.moe = {moe};
   set.attention = {{8, 2, 64}, {4, 4, 128}};
+  // 2 key heads serving 4 value heads, dk != dv, 20 channels (not a multiple of 8 or 16).
+  set.linear_attention = {{2 * 2 * 16 + 4 * 8, 4, 2, 4, 16, 8}, {2 * 8 + 2 * 2, 4, 1, 2, 8, 2}};
   return set;
 }
 

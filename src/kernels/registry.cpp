@@ -16,7 +16,8 @@ namespace fp4serve::kernels {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr OpFamily kFamilies[] = {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe, OpFamily::Attention};
+constexpr OpFamily kFamilies[] = {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe, OpFamily::Attention,
+                                  OpFamily::LinearAttention};
 
 std::uint64_t fresh_seed() {
   std::random_device rd;
@@ -43,6 +44,7 @@ const std::string& BackendOptions::requested(OpFamily f) const {
     case OpFamily::Fp4Gemm: return fp4_gemm;
     case OpFamily::Moe: return moe;
     case OpFamily::Attention: return attention;
+    case OpFamily::LinearAttention: return linear_attention;
   }
   return fp4_gemm;
 }
@@ -125,6 +127,10 @@ struct KernelSelection::State {
       case OpFamily::Fp4Gemm: current.fp4_gemm = impl ? impl->gemm : ref.fp4_gemm; break;
       case OpFamily::Moe: current.moe = impl ? impl->moe : ref.moe; break;
       case OpFamily::Attention: current.attention = impl ? impl->attention : ref.attention; break;
+      case OpFamily::LinearAttention:
+        current.conv1d = impl ? impl->conv1d : ref.conv1d;
+        current.delta_rule = impl ? impl->delta_rule : ref.delta_rule;
+        break;
     }
   }
 };

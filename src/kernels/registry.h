@@ -33,6 +33,7 @@ struct BackendOptions {
   std::string fp4_gemm = "auto";   // --fp4-gemm-backend
   std::string moe = "auto";        // --moe-backend
   std::string attention = "auto";  // --attention-backend
+  std::string linear_attention = "auto";  // --linear-attention-backend
   Fp4Semantics semantics = Fp4Semantics::W4A16;
   // Let auto pick backends that round activations to bf16 (AMX prefill): faster, but no longer
   // token-for-token equal to the fp32 reference. A backend named explicitly is always allowed.

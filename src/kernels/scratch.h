@@ -13,6 +13,7 @@ enum ScratchSlot : int {
   kScratchGemmW4a4 = 3,         // fake-quantized activations for W4A4
   kScratchMoeFirst = 4,         // 4..9: the MoE driver
   kScratchAttention = 10,       // attention scores
+  kScratchLinearAttention = 11,  // a delta rule task's state slice
   kScratchSlots = 12,
 };
 

@@ -34,12 +34,20 @@ std::string describe(const AttentionShape& s) {
   return os.str();
 }
 
+std::string describe(const LinearAttentionShape& s) {
+  std::ostringstream os;
+  os << "conv1d " << s.conv_channels << " channels x " << s.conv_kernel << " taps, delta rule " << s.value_heads
+     << " value / " << s.key_heads << " key heads, state " << s.key_dim << "x" << s.value_dim;
+  return os.str();
+}
+
 std::string_view family_name(OpFamily family) {
   switch (family) {
     case OpFamily::DenseGemm: return "dense";
     case OpFamily::Fp4Gemm: return "fp4-gemm";
     case OpFamily::Moe: return "moe";
     case OpFamily::Attention: return "attention";
+    case OpFamily::LinearAttention: return "linear-attention";
   }
   return "?";
 }
@@ -50,6 +58,7 @@ std::string_view family_flag(OpFamily family) {
     case OpFamily::Fp4Gemm: return "--fp4-gemm-backend";
     case OpFamily::Moe: return "--moe-backend";
     case OpFamily::Attention: return "--attention-backend";
+    case OpFamily::LinearAttention: return "--linear-attention-backend";
   }
   return "?";
 }

@@ -40,6 +40,17 @@ struct AttentionShape {
   std::int64_t head_dim = 0;
 };
 
+// The recurrent ops of a Gated DeltaNet layer: conv1d over conv_channels with conv_kernel taps,
+// delta rule with value_heads heads of [key_dim, value_dim] state sharing key_heads q/k heads.
+struct LinearAttentionShape {
+  std::int64_t conv_channels = 0;
+  std::int64_t conv_kernel = 0;
+  std::int64_t key_heads = 0;
+  std::int64_t value_heads = 0;
+  std::int64_t key_dim = 0;
+  std::int64_t value_dim = 0;
+};
+
 struct ShapeSet {
   std::string source;  // "model <dir>" or "built-in shapes"
   Fp4Semantics semantics = Fp4Semantics::W4A16;
@@ -47,11 +58,13 @@ struct ShapeSet {
   std::vector<GemmShape> fp4;    // NVFP4 weights (fp4_gemm)
   std::vector<MoeShape> moe;
   std::vector<AttentionShape> attention;
+  std::vector<LinearAttentionShape> linear_attention;
 };
 
 std::string describe(const GemmShape& s);       // "NVFP4 768x2048 (model.layers.0...)"
 std::string describe(const MoeShape& s);
 std::string describe(const AttentionShape& s);
+std::string describe(const LinearAttentionShape& s);
 std::string_view family_name(OpFamily family);  // "dense", "fp4-gemm", "moe", "attention"
 std::string_view family_flag(OpFamily family);  // "--dense-backend", ...
 

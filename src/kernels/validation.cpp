@@ -79,6 +79,46 @@ struct AttentionData {
   std::vector<Case> cases;
 };
 
+struct LinearAttentionData {
+  LinearAttentionShape shape;
+  std::vector<float> conv_weight;  // [kernel, channels]
+  struct Case {
+    std::int64_t m;
+    std::vector<float> x, conv_state;             // conv1d input and initial state
+    std::vector<float> q, k, v, g, beta, state;   // delta rule inputs and initial state
+    std::vector<float> conv_ref, delta_ref;       // reference [output rows | final state rows]
+  };
+  std::vector<Case> cases;
+};
+
+// Inputs as the model passes them: q and k l2-normalised (q also scaled by dk^-0.5), log decay
+// in [-1, 0], beta in (0, 1).
+void normalise_rows(std::vector<float>& x, std::int64_t dim, float scale) {
+  for (std::size_t r = 0; r + static_cast<std::size_t>(dim) <= x.size(); r += static_cast<std::size_t>(dim)) {
+    double n = 0.0;
+    for (std::int64_t i = 0; i < dim; ++i) n += static_cast<double>(x[r + i]) * x[r + i];
+    const auto inv = static_cast<float>(1.0 / std::sqrt(n + 1e-6));
+    for (std::int64_t i = 0; i < dim; ++i) x[r + i] = x[r + i] * inv * scale;
+  }
+}
+
+// Runs the conv kernel on a case, writing [out (m rows) | final state (kernel-1 rows)] to y.
+void run_conv(const Conv1dKernel& k, const LinearAttentionData& d, const LinearAttentionData::Case& c, float* y) {
+  const LinearAttentionShape& s = d.shape;
+  float* state = y + c.m * s.conv_channels;
+  std::copy(c.conv_state.begin(), c.conv_state.end(), state);
+  k.run({c.x.data(), y, state, d.conv_weight.data(), c.m, s.conv_channels, s.conv_kernel});
+}
+
+// Runs the delta rule on a case, writing [out (m * value_heads rows) | final state] to y.
+void run_delta(const DeltaRuleKernel& k, const LinearAttentionData& d, const LinearAttentionData::Case& c, float* y) {
+  const LinearAttentionShape& s = d.shape;
+  float* state = y + c.m * s.value_heads * s.value_dim;
+  std::copy(c.state.begin(), c.state.end(), state);
+  k.run({c.q.data(), c.k.data(), c.v.data(), c.g.data(), c.beta.data(), state, y, c.m, s.key_heads, s.value_heads,
+         s.key_dim, s.value_dim});
+}
+
 // Small enough that every validation case spans several blocks, one of them partly filled.
 constexpr std::int64_t kValidationBlockTokens = 16;
 
@@ -122,6 +162,7 @@ struct FamilyValidator::Impl {
   std::vector<GemmData> gemm;
   std::vector<MoeData> moe;
   std::vector<AttentionData> attention;
+  std::vector<LinearAttentionData> linear;
 
   const std::vector<GemmShape>& gemm_shapes() const { return family == OpFamily::Fp4Gemm ? shapes.fp4 : shapes.dense; }
 
@@ -180,6 +221,35 @@ struct FamilyValidator::Impl {
         }
         moe.push_back(std::move(d));
       }
+    } else if (family == OpFamily::LinearAttention) {
+      for (const LinearAttentionShape& s : shapes.linear_attention) {
+        LinearAttentionData d;
+        d.shape = s;
+        d.conv_weight = random_activations(rng, s.conv_kernel, s.conv_channels);
+        const std::int64_t qk = s.key_heads * s.key_dim, vd = s.value_heads * s.value_dim;
+        for (std::int64_t m : kLinearAttentionValidationM) {
+          LinearAttentionData::Case c;
+          c.m = m;
+          c.x = random_activations(rng, m, s.conv_channels);
+          c.conv_state = random_activations(rng, s.conv_kernel - 1, s.conv_channels);
+          c.q = random_activations(rng, m, qk);
+          c.k = random_activations(rng, m, qk);
+          normalise_rows(c.q, s.key_dim, 1.0f / std::sqrt(static_cast<float>(s.key_dim)));
+          normalise_rows(c.k, s.key_dim, 1.0f);
+          c.v = random_activations(rng, m, vd);
+          c.g.resize(static_cast<std::size_t>(m * s.value_heads));
+          c.beta.resize(c.g.size());
+          for (float& g : c.g) g = rng.uniform(-1.0f, 0.0f);
+          for (float& b : c.beta) b = rng.uniform(0.05f, 0.95f);
+          c.state = random_activations(rng, s.value_heads * s.key_dim, s.value_dim);
+          c.conv_ref.resize(static_cast<std::size_t>((m + s.conv_kernel - 1) * s.conv_channels));
+          c.delta_ref.resize(static_cast<std::size_t>(m * vd) + c.state.size());
+          run_conv(*ref.conv1d, d, c, c.conv_ref.data());
+          run_delta(*ref.delta_rule, d, c, c.delta_ref.data());
+          d.cases.push_back(std::move(c));
+        }
+        linear.push_back(std::move(d));
+      }
     } else {
       for (const AttentionShape& s : shapes.attention) {
         AttentionData d;
@@ -217,6 +287,7 @@ bool FamilyValidator::empty() const {
     case OpFamily::DenseGemm: return impl_->gemm_shapes().empty();
     case OpFamily::Moe: return impl_->shapes.moe.empty();
     case OpFamily::Attention: return impl_->shapes.attention.empty();
+    case OpFamily::LinearAttention: return impl_->shapes.linear_attention.empty();
   }
   return true;
 }
@@ -233,6 +304,9 @@ std::vector<std::string> FamilyValidator::shape_descriptions() const {
       break;
     case OpFamily::Attention:
       for (const auto& s : impl_->shapes.attention) out.push_back(describe(s));
+      break;
+    case OpFamily::LinearAttention:
+      for (const auto& s : impl_->shapes.linear_attention) out.push_back(describe(s));
       break;
   }
   return out;
@@ -251,6 +325,9 @@ std::vector<std::string> FamilyValidator::case_descriptions() const {
       break;
     case OpFamily::Attention:
       for (const auto& c : kAttentionValidation) out.push_back("M=" + std::to_string(c.m) + " past=" + std::to_string(c.past));
+      break;
+    case OpFamily::LinearAttention:
+      for (std::int64_t m : kLinearAttentionValidationM) out.push_back("M=" + std::to_string(m) + " from a non-zero state");
       break;
   }
   return out;
@@ -273,6 +350,11 @@ std::string FamilyValidator::unsupported(const FamilyImpl& impl) const {
       for (const auto& s : impl_->shapes.attention)
         if (impl.attention_unsupported)
           if (auto why = impl.attention_unsupported(s); !why.empty()) return describe(s) + ": " + why;
+      break;
+    case OpFamily::LinearAttention:
+      for (const auto& s : impl_->shapes.linear_attention)
+        if (impl.linear_unsupported)
+          if (auto why = impl.linear_unsupported(s); !why.empty()) return describe(s) + ": " + why;
       break;
   }
   return {};
@@ -350,6 +432,19 @@ void FamilyValidator::validate(const FamilyImpl& fi, Verdict& v) {
                  [&](float* out) {
                    fi.attention->run(attention_args(c, s, out));
                  });
+    }
+  // Linear attention: the output rows and the final state both count (a kernel that gets the
+  // state wrong breaks every later step).
+  for (auto& d : impl_->linear)
+    for (auto& c : d.cases) {
+      const LinearAttentionShape& s = d.shape;
+      const std::string at = describe(s) + " M=" + std::to_string(c.m);
+      if (ok)
+        ok = check("conv1d of " + at, c.conv_ref.size(), c.m + s.conv_kernel - 1, c.conv_ref,
+                   [&](float* y) { run_conv(*fi.conv1d, d, c, y); });
+      if (ok)
+        ok = check("delta rule of " + at, c.delta_ref.size(), c.m * s.value_heads + s.value_heads * s.key_dim, c.delta_ref,
+                   [&](float* y) { run_delta(*fi.delta_rule, d, c, y); });
     }
   v.status = ok ? VerdictStatus::Passed : VerdictStatus::Failed;
 }

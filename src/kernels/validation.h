@@ -23,6 +23,9 @@ struct AttentionCaseShape {
   std::int64_t m, past;
 };
 inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}};
+// Linear attention (conv1d + delta rule), each from a random non-zero state: one decode step, a
+// short prefill, and 80 steps (past a 64-step chunk of a chunked delta rule, with a remainder).
+inline constexpr std::int64_t kLinearAttentionValidationM[] = {1, 7, 80};
 
 // Largest distinct expert data a MoE validation allocates (experts beyond share it, with their
 // own scales).

@@ -60,6 +60,13 @@ std::string fmt_count(std::int64_t n) {
 
 }  // namespace
 
+std::string layer_pattern(const ModelConfig& c) {
+  const std::int64_t full = std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::FullAttention);
+  const std::int64_t linear = static_cast<std::int64_t>(c.layer_types.size()) - full;
+  if (linear == 0) return std::to_string(full) + " full_attention";
+  return std::to_string(linear) + " linear_attention + " + std::to_string(full) + " full_attention";
+}
+
 CheckpointSummary summarize_checkpoint(const std::filesystem::path& dir) {
   CheckpointSummary s;
   s.dir = dir;
@@ -131,11 +138,12 @@ CheckpointSummary summarize_checkpoint(const std::filesystem::path& dir) {
   std::int64_t full_layers = 0, linear_layers = 0;
   for (LayerType lt : c.layer_types) (lt == LayerType::FullAttention ? full_layers : linear_layers)++;
   s.kv_bytes_per_token = static_cast<std::uint64_t>(full_layers * 2 * c.num_key_value_heads * c.head_dim * 2);
+  const std::int64_t conv_channels =
+      2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
+  s.conv_state_bytes = static_cast<std::uint64_t>(linear_layers * conv_channels *
+                                                  std::max<std::int64_t>(0, c.linear_conv_kernel_dim - 1) * 4);
   s.recurrent_state_bytes = static_cast<std::uint64_t>(
-      linear_layers * (c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4 +
-                       (2 * c.linear_num_key_heads * c.linear_key_head_dim +
-                        c.linear_num_value_heads * c.linear_value_head_dim) *
-                           std::max<std::int64_t>(0, c.linear_conv_kernel_dim - 1) * 4));
+      linear_layers * c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim * 4);
   if (qc.producer == QuantProducer::None) s.warnings.push_back("no quantization config: every weight is served as stored");
   return s;
 }
@@ -148,24 +156,34 @@ nlohmann::json summary_to_json(const CheckpointSummary& s) {
     groups.push_back({{"group", g.group}, {"role", g.role}, {"scheme", g.scheme}, {"modules", g.modules},
                       {"params", g.params}, {"bytes", g.bytes}});
   std::int64_t full_layers = std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::FullAttention);
+  json arch = {{"model_type", c.model_type},
+               {"layers", c.num_hidden_layers},
+               {"layer_pattern", layer_pattern(c)},
+               {"full_attention_layers", full_layers},
+               {"linear_attention_layers", c.num_hidden_layers - full_layers},
+               {"hidden_size", c.hidden_size},
+               {"num_attention_heads", c.num_attention_heads},
+               {"num_key_value_heads", c.num_key_value_heads},
+               {"head_dim", c.head_dim},
+               {"rotary_dim", c.rotary_dim()},
+               {"attn_output_gate", c.attn_output_gate},
+               {"vocab_size", c.vocab_size},
+               {"num_experts", c.num_experts},
+               {"num_experts_per_tok", c.num_experts_per_tok},
+               {"moe_intermediate_size", c.moe_intermediate_size},
+               {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+               {"tie_word_embeddings", c.tie_word_embeddings},
+               {"max_position_embeddings", c.max_position_embeddings}};
+  if (c.num_hidden_layers > full_layers) {
+    arch["linear_attention"] = {{"num_key_heads", c.linear_num_key_heads},
+                                {"num_value_heads", c.linear_num_value_heads},
+                                {"key_head_dim", c.linear_key_head_dim},
+                                {"value_head_dim", c.linear_value_head_dim},
+                                {"conv_kernel_dim", c.linear_conv_kernel_dim}};
+  }
   return json{
       {"path", s.dir.string()},
-      {"architecture",
-       {{"model_type", c.model_type},
-        {"layers", c.num_hidden_layers},
-        {"full_attention_layers", full_layers},
-        {"linear_attention_layers", c.num_hidden_layers - full_layers},
-        {"hidden_size", c.hidden_size},
-        {"num_attention_heads", c.num_attention_heads},
-        {"num_key_value_heads", c.num_key_value_heads},
-        {"head_dim", c.head_dim},
-        {"vocab_size", c.vocab_size},
-        {"num_experts", c.num_experts},
-        {"num_experts_per_tok", c.num_experts_per_tok},
-        {"moe_intermediate_size", c.moe_intermediate_size},
-        {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
-        {"tie_word_embeddings", c.tie_word_embeddings},
-        {"max_position_embeddings", c.max_position_embeddings}}},
+      {"architecture", arch},
       {"quantization",
        {{"producer", s.quant_producer}, {"quant_algo", s.quant_algo}, {"activation_scales", s.activation_scales},
         {"excluded_modules", s.excluded}}},
@@ -178,6 +196,8 @@ nlohmann::json summary_to_json(const CheckpointSummary& s) {
        {{"resident_weight_bytes", s.resident_weight_bytes},
         {"kv_cache_bytes_per_token", s.kv_bytes_per_token},
         {"kv_cache_bytes_at_max_context", s.kv_bytes_per_token * static_cast<std::uint64_t>(c.max_position_embeddings)},
+        {"linear_attention_state_bytes_per_sequence", s.linear_state_bytes()},
+        {"conv_state_bytes_per_sequence", s.conv_state_bytes},
         {"recurrent_state_bytes_per_sequence", s.recurrent_state_bytes}}},
       {"decode", {{"weight_bytes_per_token", s.weight_bytes_per_token}, {"kv_bytes_per_context_token", s.kv_bytes_per_token}}},
       {"warnings", s.warnings},
@@ -188,11 +208,21 @@ std::string summary_to_text(const CheckpointSummary& s) {
   const ModelConfig& c = s.config;
   std::ostringstream os;
   os << "checkpoint     " << s.dir.string() << "\n";
-  os << "architecture   " << c.model_type << ": " << c.num_hidden_layers << " layers, hidden " << c.hidden_size << ", "
-     << c.num_attention_heads << " q / " << c.num_key_value_heads << " kv heads x " << c.head_dim << ", vocab "
-     << c.vocab_size << (c.tie_word_embeddings ? ", tied embeddings" : "") << "\n";
-  std::int64_t linear = std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::LinearAttention);
-  if (linear > 0) os << "layer types    " << linear << " linear attention (Gated DeltaNet), " << c.num_hidden_layers - linear << " full attention\n";
+  const std::int64_t linear = std::count(c.layer_types.begin(), c.layer_types.end(), LayerType::LinearAttention);
+  os << "architecture   " << c.model_type << ": " << c.num_hidden_layers << " layers";
+  if (linear > 0) os << " (" << layer_pattern(c) << ")";
+  os << ", hidden " << c.hidden_size << ", " << c.num_attention_heads << " q / " << c.num_key_value_heads
+     << " kv heads x " << c.head_dim;
+  if (c.attn_output_gate || c.rotary_dim() != c.head_dim) {
+    os << " (";
+    if (c.attn_output_gate) os << "output-gated, ";
+    os << "rotary " << c.rotary_dim() << " of " << c.head_dim << ")";
+  }
+  os << ", vocab " << c.vocab_size << (c.tie_word_embeddings ? ", tied embeddings" : "") << "\n";
+  if (linear > 0)
+    os << "linear attn    Gated DeltaNet: " << c.linear_num_key_heads << " qk heads x " << c.linear_key_head_dim << ", "
+       << c.linear_num_value_heads << " v heads x " << c.linear_value_head_dim << ", conv kernel "
+       << c.linear_conv_kernel_dim << "\n";
   if (c.is_moe())
     os << "experts        " << c.num_experts << " routed, top " << c.num_experts_per_tok << ", intermediate "
        << c.moe_intermediate_size
@@ -220,14 +250,33 @@ std::string summary_to_text(const CheckpointSummary& s) {
     os << line;
   }
   if (!s.excluded.empty()) {
+    // Releases list per-layer entries (184 for Qwen3.5-397B); show each shape once with its count.
     os << "\nexcluded from quantization (config)\n";
-    for (const auto& e : s.excluded) os << "  " << e << "\n";
+    std::vector<std::pair<std::string, std::int64_t>> shapes;
+    for (const auto& e : s.excluded) {
+      const std::string key = classify_tensor(e).group;
+      auto it = std::find_if(shapes.begin(), shapes.end(), [&](const auto& p) { return p.first == key; });
+      if (it == shapes.end()) shapes.emplace_back(key, 1);
+      else ++it->second;
+    }
+    for (const auto& [pattern, count] : shapes) {
+      os << "  " << pattern;
+      if (count > 1) os << "   (" << count << " entries, one per layer)";
+      os << "\n";
+    }
   }
   os << "\nmemory         weights resident " << format_bytes(static_cast<double>(s.resident_weight_bytes))
      << "; KV cache " << format_bytes(static_cast<double>(s.kv_bytes_per_token)) << " per token ("
      << format_bytes(static_cast<double>(s.kv_bytes_per_token) * static_cast<double>(c.max_position_embeddings))
      << " at " << c.max_position_embeddings << " tokens)";
-  if (s.recurrent_state_bytes) os << "; recurrent state " << format_bytes(static_cast<double>(s.recurrent_state_bytes)) << " per sequence";
+  if (linear > 0) {
+    os << "\nstate          per sequence: " << format_bytes(static_cast<double>(s.linear_state_bytes()))
+       << " fixed for " << linear << " linear-attention layer" << (linear == 1 ? "" : "s") << " (conv "
+       << format_bytes(static_cast<double>(s.conv_state_bytes)) << " + recurrent "
+       << format_bytes(static_cast<double>(s.recurrent_state_bytes)) << ", fp32), plus "
+       << format_bytes(static_cast<double>(s.kv_bytes_per_token)) << " of KV cache per token for "
+       << c.num_hidden_layers - linear << " full-attention layer" << (c.num_hidden_layers - linear == 1 ? "" : "s");
+  }
   os << "\ndecode reads   " << format_bytes(static_cast<double>(s.weight_bytes_per_token))
      << " of weights per token, plus " << format_bytes(static_cast<double>(s.kv_bytes_per_token))
      << " of KV cache per token of context\n";

@@ -40,10 +40,19 @@ struct CheckpointSummary {
   std::vector<std::string> excluded;  // the config's ignore / exclude_modules list
   std::uint64_t resident_weight_bytes = 0;  // weights the text model touches (no MTP, vision)
   std::uint64_t weight_bytes_per_token = 0;  // read once per decoded token
-  std::uint64_t kv_bytes_per_token = 0;      // BF16 K and V of every full-attention layer
-  std::uint64_t recurrent_state_bytes = 0;   // per sequence, Gated DeltaNet layers (fp32)
+  std::uint64_t kv_bytes_per_token = 0;      // BF16 K and V of the full-attention layers only
+  // Per sequence and fixed-size (independent of length): the fp32 state of the Gated DeltaNet
+  // layers. The conv keeps its last kernel-1 inputs per channel of [q|k|v]; the recurrence one
+  // key_head_dim x value_head_dim matrix per value head.
+  std::uint64_t conv_state_bytes = 0;
+  std::uint64_t recurrent_state_bytes = 0;
   std::vector<std::string> warnings;
+
+  std::uint64_t linear_state_bytes() const { return conv_state_bytes + recurrent_state_bytes; }
 };
+
+// "45 linear_attention + 15 full_attention" (or "48 full_attention").
+std::string layer_pattern(const ModelConfig& config);
 
 CheckpointSummary summarize_checkpoint(const std::filesystem::path& model_dir);
 nlohmann::json summary_to_json(const CheckpointSummary& summary);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "kernels/weight_rows.h"
@@ -39,12 +41,40 @@ std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 
 }  // namespace
 
-// Per-call buffers, sized for m tokens.
-struct Qwen3Model::Scratch {
-  std::vector<float> hidden, normed, branch;  // [m, hidden]
+// Scratch buffers for one forward call. They only grow (resize within capacity does not
+// allocate), so once a workspace has seen the largest batch, later calls allocate nothing.
+struct Qwen3Model::Workspace {
+  std::vector<float> hidden, normed, branch;  // [rows, hidden]
   std::vector<float> q, k, v, attn;           // attention projections
   std::vector<float> gate, up;                // dense MLP
-  std::vector<float> cos, sin;                // [m, rotary_dim / 2]
+  std::vector<float> cos, sin;                // [rows, rotary_dim / 2]
+  std::vector<std::int64_t> first_row;        // chunk c's rows are [first_row[c], first_row[c + 1])
+  std::vector<std::int64_t> logit_rows;       // rows that get logits, in output order
+};
+
+// Borrows an idle workspace (or makes one) for the duration of a call and returns it after.
+class Qwen3Model::WorkspaceLease {
+ public:
+  explicit WorkspaceLease(const Qwen3Model& model) : model_(model) {
+    std::lock_guard lock(model_.workspace_mu_);
+    if (model_.idle_workspaces_.empty()) {
+      ws_ = std::make_unique<Workspace>();
+    } else {
+      ws_ = std::move(model_.idle_workspaces_.back());
+      model_.idle_workspaces_.pop_back();
+    }
+  }
+  ~WorkspaceLease() {
+    std::lock_guard lock(model_.workspace_mu_);
+    model_.idle_workspaces_.push_back(std::move(ws_));
+  }
+  WorkspaceLease(const WorkspaceLease&) = delete;
+  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
+  Workspace& operator*() const { return *ws_; }
+
+ private:
+  const Qwen3Model& model_;
+  std::unique_ptr<Workspace> ws_;
 };
 
 Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernel_set, kernels::Fp4Semantics semantics)
@@ -59,6 +89,15 @@ Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernel_set, kern
            missing.front(), "' (a weight-only W4A16 checkpoint); run without W4A4");
     }
   }
+}
+
+Qwen3Model::~Qwen3Model() = default;
+
+StateSpec Qwen3Model::state_spec() const {
+  StateSpec spec;
+  spec.attention_layers = config().num_hidden_layers;
+  spec.kv_row_floats = config().num_key_value_heads * config().head_dim;
+  return spec;
 }
 
 void Qwen3Model::set_kernels(kernels::KernelSet kernel_set) {
@@ -79,117 +118,171 @@ void Qwen3Model::linear(const float* x, std::int64_t m, const kernels::WeightMat
 }
 
 // Qwen3MoeAttention.forward: q/k/v projections, per-head RMSNorm of q and k over head_dim (before
-// RoPE), RoPE, cache update, causal GQA attention with scaling head_dim^-0.5, o_proj.
-void Qwen3Model::attention(const DecoderLayerWeights& layer, std::int64_t layer_index, const float* x, std::int64_t m,
-                           const KvView& kv, Scratch& s, float* out) const {
+// RoPE), RoPE, cache update, causal GQA attention with scaling head_dim^-0.5, o_proj. The
+// projections run over the rows of every chunk; the cache writes and attention per chunk.
+void Qwen3Model::attention(const DecoderLayerWeights& layer, std::int64_t layer_index,
+                           std::span<const SequenceChunk> chunks, Workspace& s, float* out) const {
   const ModelConfig& c = config();
   const AttentionWeights& a = layer.self_attn;
   const std::int64_t D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const std::int64_t row_floats = Hkv * D;
   const std::int64_t half = rope_.rotary_dim() / 2;
-  s.q.resize(sz(m * Hq * D));
-  s.k.resize(sz(m * Hkv * D));
-  s.v.resize(sz(m * Hkv * D));
-  s.attn.resize(sz(m * Hq * D));
-  linear(x, m, a.q_proj, s.q.data());
-  linear(x, m, a.k_proj, s.k.data());
-  linear(x, m, a.v_proj, s.v.data());
+  const std::int64_t rows = s.first_row.back();
+  s.q.resize(sz(rows * Hq * D));
+  s.k.resize(sz(rows * row_floats));
+  s.v.resize(sz(rows * row_floats));
+  s.attn.resize(sz(rows * Hq * D));
+  const float* x = s.normed.data();
+  linear(x, rows, a.q_proj, s.q.data());
+  linear(x, rows, a.k_proj, s.k.data());
+  linear(x, rows, a.v_proj, s.v.data());
   // q_norm / k_norm: RMSNorm with one [head_dim] gain shared by every head.
-  rms_norm(s.q.data(), m * Hq, D, a.q_norm, c.rms_norm_eps, s.q.data());
-  rms_norm(s.k.data(), m * Hkv, D, a.k_norm, c.rms_norm_eps, s.k.data());
-  float* k_cache = kv.keys[sz(layer_index)];
-  float* v_cache = kv.values[sz(layer_index)];
-  for (std::int64_t t = 0; t < m; ++t) {
-    const float* cos = s.cos.data() + t * half;
-    const float* sin = s.sin.data() + t * half;
-    rope_.apply(s.q.data() + t * Hq * D, Hq, D, cos, sin);
-    rope_.apply(s.k.data() + t * Hkv * D, Hkv, D, cos, sin);
-    const std::int64_t row = (kv.past + t) * Hkv * D;
-    std::memcpy(k_cache + row, s.k.data() + t * Hkv * D, sz(Hkv * D) * sizeof(float));
-    std::memcpy(v_cache + row, s.v.data() + t * Hkv * D, sz(Hkv * D) * sizeof(float));
+  rms_norm(s.q.data(), rows * Hq, D, a.q_norm, c.rms_norm_eps, s.q.data());
+  rms_norm(s.k.data(), rows * Hkv, D, a.k_norm, c.rms_norm_eps, s.k.data());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* cos = s.cos.data() + r * half;
+    const float* sin = s.sin.data() + r * half;
+    rope_.apply(s.q.data() + r * Hq * D, Hq, D, cos, sin);
+    rope_.apply(s.k.data() + r * row_floats, Hkv, D, cos, sin);
   }
+
   kernels::AttentionArgs args;
-  args.q = s.q.data();
-  args.k_cache = k_cache;
-  args.v_cache = v_cache;
-  args.out = s.attn.data();
-  args.m = m;
-  args.past = kv.past;
   args.num_heads = Hq;
   args.num_kv_heads = Hkv;
   args.head_dim = D;
   args.scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));  // self.head_dim**-0.5
-  kernels_.attention->run(args);
-  linear(s.attn.data(), m, a.o_proj, out);
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceState& st = *chunks[ci].state;
+    const std::int64_t B = st.block_tokens;
+    const std::int64_t k_offset = 2 * layer_index * B * row_floats;
+    const std::int64_t v_offset = (2 * layer_index + 1) * B * row_floats;
+    const std::int64_t r0 = s.first_row[ci], m = s.first_row[ci + 1] - r0;
+    // The new keys and values go to their positions' slots in the sequence's blocks.
+    for (std::int64_t t = 0; t < m; ++t) {
+      const std::int64_t p = st.past + t;
+      float* block = st.kv_blocks[sz(p / B)];
+      const std::int64_t slot = (p % B) * row_floats;
+      std::memcpy(block + k_offset + slot, s.k.data() + (r0 + t) * row_floats, sz(row_floats) * sizeof(float));
+      std::memcpy(block + v_offset + slot, s.v.data() + (r0 + t) * row_floats, sz(row_floats) * sizeof(float));
+    }
+    args.q = s.q.data() + r0 * Hq * D;
+    args.out = s.attn.data() + r0 * Hq * D;
+    args.kv_blocks = st.kv_blocks.data();
+    args.block_tokens = B;
+    args.k_offset = k_offset;
+    args.v_offset = v_offset;
+    args.m = m;
+    args.past = st.past;
+    kernels_.attention->run(args);
+  }
+  linear(s.attn.data(), rows, a.o_proj, out);
 }
 
 // Qwen3MoeMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x)) with act_fn = SiLU.
-void Qwen3Model::dense_mlp(const MlpWeights& mlp, const float* x, std::int64_t m, Scratch& s, float* out) const {
+void Qwen3Model::dense_mlp(const MlpWeights& mlp, std::int64_t rows, Workspace& s, float* out) const {
   const std::int64_t inner = mlp.gate_proj.n;
-  s.gate.resize(sz(m * inner));
-  s.up.resize(sz(m * inner));
-  linear(x, m, mlp.gate_proj, s.gate.data());
-  linear(x, m, mlp.up_proj, s.up.data());
-  for (std::size_t i = 0; i < s.gate.size(); ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
-  linear(s.gate.data(), m, mlp.down_proj, out);
+  s.gate.resize(sz(rows * inner));
+  s.up.resize(sz(rows * inner));
+  linear(s.normed.data(), rows, mlp.gate_proj, s.gate.data());
+  linear(s.normed.data(), rows, mlp.up_proj, s.up.data());
+  for (std::size_t i = 0; i < sz(rows * inner); ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
+  linear(s.gate.data(), rows, mlp.down_proj, out);
 }
 
-// Qwen3MoeForCausalLM.forward -> Qwen3MoeModel.forward.
-void Qwen3Model::forward(std::span<const std::int32_t> tokens, const KvView& kv, std::span<float> logits,
-                         LogitsFor which) const {
+std::int64_t Qwen3Model::validate(std::span<const SequenceChunk> chunks, std::size_t logits_size) const {
+  const std::int64_t V = config().vocab_size;
+  if (chunks.empty()) fail("forward: no chunks given");
+  std::int64_t logit_rows = 0;
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& ch = chunks[ci];
+    const auto m = static_cast<std::int64_t>(ch.tokens.size());
+    if (m == 0) fail("forward: chunk ", ci, " has no tokens");
+    if (!ch.state) fail("forward: chunk ", ci, " has no sequence state");
+    const SequenceState& st = *ch.state;
+    if (st.past < 0) fail("forward: chunk ", ci, ": past is ", st.past);
+    if (st.block_tokens <= 0) fail("forward: chunk ", ci, ": block_tokens is ", st.block_tokens);
+    const auto blocks = static_cast<std::int64_t>(st.kv_blocks.size());
+    if (st.past + m > blocks * st.block_tokens) {
+      fail("forward: chunk ", ci, ": ", m, " new tokens after ", st.past, " cached ones need ",
+           (st.past + m + st.block_tokens - 1) / st.block_tokens, " KV blocks of ", st.block_tokens,
+           " tokens, the state has ", blocks);
+    }
+    for (std::int64_t b = 0; b < (st.past + m + st.block_tokens - 1) / st.block_tokens; ++b)
+      if (!st.kv_blocks[sz(b)]) fail("forward: chunk ", ci, ": KV block ", b, " is null");
+    for (std::int64_t t = 0; t < m; ++t) {
+      const std::int32_t id = ch.tokens[sz(t)];
+      if (id < 0 || id >= V)
+        fail("forward: chunk ", ci, ": token id ", id, " at position ", st.past + t, " is outside the vocabulary [0, ",
+             V, ")");
+    }
+    for (std::size_t cj = 0; cj < ci; ++cj)
+      if (chunks[cj].state == ch.state) fail("forward: chunks ", cj, " and ", ci, " belong to the same sequence");
+    logit_rows += ch.logits == LogitsFor::AllPositions ? m : ch.logits == LogitsFor::LastPosition ? 1 : 0;
+  }
+  if (logits_size != sz(logit_rows * V)) {
+    fail("forward: the logits buffer holds ", logits_size, " floats, expected ", logit_rows, " x ", V);
+  }
+  return logit_rows;
+}
+
+// Qwen3MoeForCausalLM.forward -> Qwen3MoeModel.forward, over the rows of every chunk.
+void Qwen3Model::forward(std::span<const SequenceChunk> chunks, std::span<float> logits) const {
   const ModelConfig& c = config();
-  const auto m = static_cast<std::int64_t>(tokens.size());
-  const std::int64_t H = c.hidden_size, V = c.vocab_size;
-  if (m == 0) fail("forward: no tokens given");
-  if (static_cast<std::int64_t>(kv.keys.size()) != c.num_hidden_layers ||
-      static_cast<std::int64_t>(kv.values.size()) != c.num_hidden_layers) {
-    fail("forward: the KV cache has ", kv.keys.size(), " layers, the model ", c.num_hidden_layers);
-  }
-  if (kv.past < 0 || kv.past + m > kv.capacity) {
-    fail("forward: ", m, " new tokens after ", kv.past, " cached ones exceed the KV cache capacity ", kv.capacity);
-  }
-  const std::int64_t out_rows = which == LogitsFor::AllPositions ? m : 1;
-  if (static_cast<std::int64_t>(logits.size()) != out_rows * V) {
-    fail("forward: the logits buffer holds ", logits.size(), " floats, expected ", out_rows, " x ", V);
-  }
+  const std::int64_t H = c.hidden_size;
+  const std::int64_t out_rows = validate(chunks, logits.size());
 
-  Scratch s;
-  s.hidden.resize(sz(m * H));
-  s.normed.resize(sz(m * H));
-  s.branch.resize(sz(m * H));
+  const WorkspaceLease lease(*this);
+  Workspace& s = *lease;
+  s.first_row.resize(chunks.size() + 1);
+  s.first_row[0] = 0;
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci)
+    s.first_row[ci + 1] = s.first_row[ci] + static_cast<std::int64_t>(chunks[ci].tokens.size());
+  const std::int64_t rows = s.first_row.back();
+  s.hidden.resize(sz(rows * H));
+  s.normed.resize(sz(rows * H));
+  s.branch.resize(sz(rows * H));
 
-  // embed_tokens: one table row per token, widened to fp32.
-  for (std::int64_t t = 0; t < m; ++t) {
-    const std::int32_t id = tokens[sz(t)];
-    if (id < 0 || id >= V) fail("token id ", id, " at position ", kv.past + t, " is outside the vocabulary [0, ", V, ")");
-    kernels::dequantize_row(weights_.embed_tokens, id, s.hidden.data() + t * H);
-  }
-
-  // Qwen3MoeRotaryEmbedding: cos/sin for each new position, shared by every layer.
+  // embed_tokens, then Qwen3MoeRotaryEmbedding: cos/sin for each row's own position, shared by
+  // every layer.
   const std::int64_t half = rope_.rotary_dim() / 2;
-  s.cos.resize(sz(m * half));
-  s.sin.resize(sz(m * half));
-  for (std::int64_t t = 0; t < m; ++t) rope_.cos_sin(kv.past + t, s.cos.data() + t * half, s.sin.data() + t * half);
+  s.cos.resize(sz(rows * half));
+  s.sin.resize(sz(rows * half));
+  s.logit_rows.clear();
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    const SequenceChunk& ch = chunks[ci];
+    const std::int64_t r0 = s.first_row[ci], m = s.first_row[ci + 1] - r0;
+    for (std::int64_t t = 0; t < m; ++t) {
+      const std::int64_t r = r0 + t;
+      kernels::dequantize_row(weights_.embed_tokens, ch.tokens[sz(t)], s.hidden.data() + r * H);
+      rope_.cos_sin(ch.state->past + t, s.cos.data() + r * half, s.sin.data() + r * half);
+      if (ch.logits == LogitsFor::AllPositions || (ch.logits == LogitsFor::LastPosition && t == m - 1))
+        s.logit_rows.push_back(r);
+    }
+  }
 
   // Qwen3MoeDecoderLayer.forward, pre-norm residual blocks.
+  const std::size_t n = sz(rows * H);
   for (std::int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const DecoderLayerWeights& layer = weights_.layers[sz(i)];
-    rms_norm(s.hidden.data(), m, H, layer.input_layernorm, c.rms_norm_eps, s.normed.data());
-    attention(layer, i, s.normed.data(), m, kv, s, s.branch.data());
-    add_into(s.hidden.data(), s.branch.data(), s.hidden.size());
+    rms_norm(s.hidden.data(), rows, H, layer.input_layernorm, c.rms_norm_eps, s.normed.data());
+    attention(layer, i, chunks, s, s.branch.data());
+    add_into(s.hidden.data(), s.branch.data(), n);
 
-    rms_norm(s.hidden.data(), m, H, layer.post_attention_layernorm, c.rms_norm_eps, s.normed.data());
+    rms_norm(s.hidden.data(), rows, H, layer.post_attention_layernorm, c.rms_norm_eps, s.normed.data());
     if (layer.sparse_moe) {
       // Qwen3MoeSparseMoeBlock: router softmax (fp32), top-k, optional renormalisation, experts.
-      kernels_.moe->run(s.normed.data(), m, layer.moe, s.branch.data(), semantics_);
+      kernels_.moe->run(s.normed.data(), rows, layer.moe, s.branch.data(), semantics_);
     } else {
-      dense_mlp(layer.mlp, s.normed.data(), m, s, s.branch.data());
+      dense_mlp(layer.mlp, rows, s, s.branch.data());
     }
-    add_into(s.hidden.data(), s.branch.data(), s.hidden.size());
+    add_into(s.hidden.data(), s.branch.data(), n);
   }
 
   // Final norm and lm_head, only on the rows whose logits are wanted.
-  const std::int64_t first = m - out_rows;
-  rms_norm(s.hidden.data() + first * H, out_rows, H, weights_.norm, c.rms_norm_eps, s.normed.data());
+  if (out_rows == 0) return;
+  for (std::int64_t j = 0; j < out_rows; ++j)
+    std::memcpy(s.normed.data() + j * H, s.hidden.data() + s.logit_rows[sz(j)] * H, sz(H) * sizeof(float));
+  rms_norm(s.normed.data(), out_rows, H, weights_.norm, c.rms_norm_eps, s.normed.data());
   linear(s.normed.data(), out_rows, weights_.lm_head, logits.data());
 }
 

@@ -37,4 +37,13 @@ void fill_normal(std::uint64_t stream, float mean, float stddev, std::span<float
   }
 }
 
+void fill_uniform(std::uint64_t stream, float lo, float hi, std::span<float> out) {
+  constexpr float kInv24 = 1.0f / 16777216.0f;  // 24 random bits: exact in a float
+  std::uint64_t state = stream;
+  for (float& v : out) {
+    const float u = static_cast<float>(splitmix64(state) >> 40) * kInv24;  // [0, 1)
+    v = lo + (hi - lo) * u;
+  }
+}
+
 }  // namespace fp4serve::synth

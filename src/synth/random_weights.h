@@ -13,4 +13,7 @@ std::uint64_t stream_seed(std::uint64_t seed, std::string_view name, std::uint64
 // `mean`, standard deviation `stddev`, never beyond mean +- 3.47 stddev, never NaN or Inf.
 void fill_normal(std::uint64_t stream, float mean, float stddev, std::span<float> out);
 
+// Fills `out` with uniform values in [lo, hi).
+void fill_uniform(std::uint64_t stream, float lo, float hi, std::span<float> out);
+
 }  // namespace fp4serve::synth

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdlib.h>
 #include <thread>
 #include <vector>
 
@@ -64,24 +65,51 @@ std::int64_t numel(const std::vector<std::int64_t>& shape) {
 
 bool ends_with(const std::string& s, const char* suffix) { return s.ends_with(suffix); }
 
+// How one parameter's random values are drawn: normal(a, b) (mean, stddev) or uniform in [a, b)
+// with the log taken (log_uniform).
+struct Init {
+  bool log_uniform = false;
+  float a = 0.0f, b = 1.0f;
+};
+
 // Initialisation that keeps a random model numerically sane: unit-RMS embeddings, Linear
 // weights with std 1/sqrt(in) so outputs keep unit RMS, residual outputs shrunk by
-// 1/sqrt(2 * layers) so the residual stream grows slowly, gains near 1.
-void init_stats(const ModelConfig& c, const ParamSpec& p, float& mean, float& stddev) {
+// 1/sqrt(2 * layers) so the residual stream grows slowly, norm gains near neutral (1, or 0
+// where the model applies 1 + w). Gated DeltaNet: A_log = log(uniform(1, 16)) as transformers
+// initialises it (per-head decay rates exp(A) between 1 and 16), dt_bias small around 0, conv
+// taps with std 1/sqrt(kernel) so the conv keeps unit RMS.
+Init init_of(const ModelConfig& c, const ParamSpec& p) {
   switch (p.kind) {
-    case ParamKind::Embedding: mean = 0.0f; stddev = 1.0f; return;
-    case ParamKind::NormGain: mean = 1.0f; stddev = 0.05f; return;
+    case ParamKind::Embedding: return {false, 0.0f, 1.0f};
+    case ParamKind::NormGain: return {false, p.zero_centered ? 0.0f : 1.0f, 0.05f};
     case ParamKind::Linear: {
-      mean = 0.0f;
-      stddev = 1.0f / std::sqrt(static_cast<float>(p.shape[1]));
+      float stddev = 1.0f / std::sqrt(static_cast<float>(p.shape[1]));
       if (p.residual_output) stddev /= std::sqrt(2.0f * static_cast<float>(c.num_hidden_layers));
-      return;
+      return {false, 0.0f, stddev};
     }
+    case ParamKind::Conv1d: return {false, 0.0f, 1.0f / std::sqrt(static_cast<float>(p.shape.back()))};
+    case ParamKind::Vector:
+      if (p.module.ends_with("A_log")) return {true, 1.0f, 16.0f};
+      return {false, 0.0f, 0.1f};  // dt_bias
   }
+  return {};
+}
+
+void draw(const Init& init, std::uint64_t stream, std::span<float> out) {
+  if (!init.log_uniform) return fill_normal(stream, init.a, init.b, out);
+  fill_uniform(stream, init.a, init.b, out);
+  for (float& v : out) v = std::log(v);
+}
+
+// The largest |value| draw() can produce: fill_normal never exceeds sqrt(12) stddevs.
+float bound_of(const Init& init) {
+  constexpr float kIrwinHallBound = 3.4641016f;
+  if (init.log_uniform) return std::max(std::fabs(std::log(init.a)), std::fabs(std::log(init.b)));
+  return std::fabs(init.a) + kIrwinHallBound * init.b;
 }
 
 std::vector<TensorDecl> tensor_decls(const ParamSpec& p, bool quantized, WeightFormat format) {
-  if (!quantized) return {{p.module + ".weight", DType::BF16, p.shape}};
+  if (!quantized) return {{p.tensor_name(), DType::BF16, p.shape}};
   const std::int64_t out = p.shape[0], in = p.shape[1];
   if (format == WeightFormat::CompressedTensorsNvfp4)
     return {{p.module + ".weight_packed", DType::U8, {out, in / 2}},
@@ -96,21 +124,24 @@ std::vector<TensorDecl> tensor_decls(const ParamSpec& p, bool quantized, WeightF
 
 std::vector<Unit> plan_units(const ModelConfig& c, const std::vector<ParamSpec>& layout, WeightFormat format,
                              QuantScope scope) {
-  const auto excluded = excluded_modules(c, scope);
+  // Decided by the parser the loader uses, over the ModelOpt exclude list this checkpoint's
+  // config will carry: its pattern index keeps ~100k expert modules x ~200 patterns fast.
+  const nlohmann::json hf = hf_quant_config_json(c, scope);
+  const QuantConfig qc = parse_quant_config(&hf, "hf_quant_config.json", nullptr, "config.json");
   auto is_quantized = [&](const ParamSpec& p) {
-    if (format == WeightFormat::BF16 || p.kind != ParamKind::Linear) return false;
-    for (const auto& pattern : excluded)
-      if (module_pattern_matches(pattern, p.module)) return false;
-    return true;
+    return format != WeightFormat::BF16 && p.kind == ParamKind::Linear && !qc.is_ignored(p.module);
   };
   std::vector<Unit> units;
   for (std::size_t i = 0; i < layout.size();) {
     const ParamSpec& p = layout[i];
     std::size_t group = 1;
-    if (ends_with(p.module, "q_proj")) group = 3;         // q, k, v
-    else if (ends_with(p.module, "gate_proj")) group = 2;  // gate, up
+    if (ends_with(p.module, "q_proj")) group = 3;             // q, k, v
+    else if (ends_with(p.module, "gate_proj")) group = 2;      // gate, up
+    else if (ends_with(p.module, "in_proj_qkv")) group = 2;    // Qwen3.5 qkv, z: one fused GEMM in serving engines
     Unit unit;
     unit.quantized = is_quantized(p);
+    for (std::size_t j = i + 1; j < i + group; ++j)
+      if (j >= layout.size() || !is_quantized(layout[j])) group = 1;
     if (!unit.quantized) group = 1;
     for (std::size_t j = i; j < i + group && j < layout.size(); ++j) {
       unit.params.push_back(&layout[j]);
@@ -147,10 +178,8 @@ std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) 
   float amax = 0.0f;
   for (std::size_t i = 0; i < unit.params.size(); ++i) {
     const ParamSpec& p = *unit.params[i];
-    float mean = 0, stddev = 0;
-    init_stats(o.config, p, mean, stddev);
     values[i].resize(static_cast<std::size_t>(numel(p.shape)));
-    fill_normal(stream_seed(o.seed, p.module), mean, stddev, values[i]);
+    draw(init_of(o.config, p), stream_seed(o.seed, p.module), values[i]);
     amax = std::max(amax, nvfp4::amax(values[i]));
   }
   const bool ct = o.format == WeightFormat::CompressedTensorsNvfp4;
@@ -181,10 +210,8 @@ Piece make_bf16_chunk(const SynthOptions& o, const WorkItem& item) {
   const ParamSpec& p = *item.unit->params[0];
   const std::int64_t row_width = p.shape.size() > 1 ? numel(p.shape) / p.shape[0] : numel(p.shape);
   const std::int64_t n = (p.shape.size() > 1 ? item.row_end - item.row_begin : 1) * row_width;
-  float mean = 0, stddev = 0;
-  init_stats(o.config, p, mean, stddev);
   std::vector<float> values(static_cast<std::size_t>(n));
-  fill_normal(stream_seed(o.seed, p.module, item.chunk_index), mean, stddev, values);
+  draw(init_of(o.config, p), stream_seed(o.seed, p.module, item.chunk_index), values);
   Piece piece;
   piece.bytes.resize(values.size() * 2);
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -214,13 +241,8 @@ std::vector<WorkItem> work_items(const Unit& unit) {
 // --no-data for a large quantized unit: packed weights and block scales become holes, but the
 // per-tensor scales stay real (from the distribution's bound), so the checkpoint still resolves.
 std::vector<Piece> skeleton_quantized_unit(const SynthOptions& o, const Unit& unit) {
-  constexpr float kIrwinHallBound = 3.4641016f;  // fill_normal never exceeds sqrt(12) stddevs
   float amax = 0.0f;
-  for (const ParamSpec* p : unit.params) {
-    float mean = 0, stddev = 0;
-    init_stats(o.config, *p, mean, stddev);
-    amax = std::max(amax, std::fabs(mean) + kIrwinHallBound * stddev);
-  }
+  for (const ParamSpec* p : unit.params) amax = std::max(amax, bound_of(init_of(o.config, *p)));
   const float global = stored_global_scale(o.format, amax);
   const float input_global = stored_global_scale(o.format, kAssumedActivationAmax);
   std::vector<Piece> pieces;
@@ -306,11 +328,15 @@ void prepare_out_dir(const SynthOptions& o) {
   fs::create_directories(o.out_dir);
 }
 
-void copy_tokenizer(const SynthOptions& o) {
-  const fs::path dir = o.tokenizer_dir.empty() ? default_tokenizer_dir() : o.tokenizer_dir;
-  if (o.config.vocab_size < kQwen3TokenizerIds)
+void check_vocab_fits_tokenizer(const SynthOptions& o) {
+  if (o.with_tokenizer && o.config.vocab_size < kQwen3TokenizerIds)
     fail("--vocab ", o.config.vocab_size, " is smaller than the Qwen3 tokenizer's ", kQwen3TokenizerIds,
          " ids; use --no-tokenizer for a model without tokenizer files");
+}
+
+void copy_tokenizer(const SynthOptions& o) {
+  const fs::path dir = o.tokenizer_dir.empty() ? default_tokenizer_dir() : o.tokenizer_dir;
+  check_vocab_fits_tokenizer(o);
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "NOTICE.md"}) {
     const fs::path src = dir / name;
     if (!fs::exists(src)) fail("tokenizer file ", src.string(), " not found (set FP4SERVE_ASSET_DIR or --tokenizer-dir)");
@@ -383,6 +409,34 @@ SynthReport write_synthetic_checkpoint(const SynthOptions& o) {
   write_json(o.out_dir / "generation_config.json", generation_config_json(o.config));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+CheckpointSummary dry_run_summary(const SynthOptions& options) {
+  check_vocab_fits_tokenizer(options);
+  std::string pattern = (fs::temp_directory_path() / "fp4serve-synth-dry-run-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    fail("synth --dry-run: cannot create a scratch directory under ", fs::temp_directory_path().string());
+  struct Scratch {
+    fs::path path;
+    ~Scratch() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } scratch{pattern};
+  SynthOptions o = options;
+  o.out_dir = scratch.path;
+  o.no_data = true;
+  o.with_tokenizer = false;  // the summary does not read it; checked above
+  o.force = true;
+  o.progress = false;
+  write_synthetic_checkpoint(o);
+  CheckpointSummary summary = summarize_checkpoint(scratch.path);
+  summary.dir = options.out_dir;
+  const std::string scratch_name = scratch.path.string();
+  for (std::string& w : summary.warnings)  // messages name files; name the directory asked for
+    for (std::size_t at; (at = w.find(scratch_name)) != std::string::npos;)
+      w.replace(at, scratch_name.size(), options.out_dir.string());
+  return summary;
 }
 
 }  // namespace fp4serve::synth

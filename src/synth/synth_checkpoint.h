@@ -6,6 +6,7 @@
 #include <string>
 
 #include "formats/model_config.h"
+#include "model/checkpoint_summary.h"
 #include "synth/checkpoint_files.h"
 
 namespace fp4serve::synth {
@@ -33,6 +34,13 @@ struct SynthReport {
 };
 
 SynthReport write_synthetic_checkpoint(const SynthOptions& options);
+
+// `synth --dry-run`: writes what `options` describes the way --no-data does (configs, headers,
+// small tensors; large tensors as sparse holes) into a scratch directory under the system temp
+// folder, summarises it with the same code as `inspect`, deletes it, and returns the summary
+// with `dir` set to options.out_dir. options.out_dir is neither read nor written. The same
+// requests fail as for a real write (shapes NVFP4 cannot hold, a vocab smaller than the tokenizer).
+CheckpointSummary dry_run_summary(const SynthOptions& options);
 
 // Where the vendored Qwen3 tokenizer files live ($FP4SERVE_ASSET_DIR or the source tree's assets/).
 std::filesystem::path default_tokenizer_dir();

@@ -186,23 +186,32 @@ TEST(Engine, NonFiniteLogitsFailTheRequestBeforeSampling) {
   }
 }
 
-TEST(KvCache, GrowsAndKeepsItsRows) {
+TEST(Engine, SessionStateLivesInPagedBlocks) {
   const oracle::Data d = oracle::load(kMoe);
   auto model = load_model(kMoe);
-  KvCache small(*model, 1);
-  EXPECT_EQ(small.capacity(), 1);
-  std::vector<float> logits(static_cast<std::size_t>(d.vocab));
-  for (std::size_t i = 0; i < d.ids.size(); ++i) {
-    small.reserve_more(1);
-    model->forward({&d.ids[i], 1}, small.view(), logits, LogitsFor::LastPosition);
-    small.advance(1);
-    EXPECT_LE(oracle::relative_error(logits.data(), d.row(i), d.vocab), 1e-4) << i;
-  }
-  EXPECT_GE(small.capacity(), static_cast<std::int64_t>(d.ids.size()));
-  EXPECT_EQ(small.length(), static_cast<std::int64_t>(d.ids.size()));
-  small.truncate(3);
-  EXPECT_EQ(small.length(), 3);
-  EXPECT_GT(small.bytes(), 0u);
+  Session session(*model, nullptr, /*prefill_chunk=*/5, /*block_tokens=*/4);
+  GenerationRequest req = greedy(d);
+  EXPECT_EQ(session.generate(req).tokens, d.greedy_ids);
+  // prompt + 31 fed-back tokens, in blocks of 4.
+  const auto cached = static_cast<std::int64_t>(session.cached_tokens().size());
+  EXPECT_EQ(cached, static_cast<std::int64_t>(d.prompt_ids.size() + d.greedy_ids.size()) - 1);
+  EXPECT_EQ(session.pool().used_blocks(), (cached + 3) / 4);
+  session.reset();
+  EXPECT_EQ(session.pool().used_blocks(), 0);
+}
+
+TEST(Engine, GenerationStopsAtTheContextLength) {
+  const oracle::Case yarn{"moe_bf16_yarn_mha_sparse_step2", "default"};  // max_position_embeddings 128
+  const oracle::Data d = oracle::load(yarn);
+  auto model = load_model(yarn);
+  Session session(*model);
+  GenerationRequest req = greedy(d);
+  req.max_new_tokens = 1000;
+  const GenerationResult r = session.generate(req);
+  EXPECT_EQ(static_cast<std::int64_t>(d.prompt_ids.size() + r.tokens.size()), 129);
+  EXPECT_EQ(r.finish, FinishReason::Length);
+  req.prompt.assign(129, 1);
+  EXPECT_THROW(session.generate(req), Error);
 }
 
 }  // namespace

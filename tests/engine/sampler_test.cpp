@@ -121,5 +121,88 @@ TEST(Sampler, RejectsBadParameters) {
   EXPECT_THROW(Sampler(params(1.0, 1.0, 0, 2.0)), Error);
 }
 
+// ---- penalties and top logprobs ------------------------------------------------------------
+
+std::vector<std::int32_t> greedy_run(SamplingParams p, const std::vector<float>& logits, int n,
+                                     const std::vector<std::int32_t>& prompt = {}) {
+  Sampler s(p);
+  s.set_prompt(prompt);
+  std::vector<std::int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(s.sample(logits).token);
+  return out;
+}
+
+TEST(Sampler, FrequencyPenaltyGrowsWithEachRepeat) {
+  SamplingParams p = params(0.0);
+  p.frequency_penalty = 0.5;
+  // 2.0 vs 1.9: after one 0 it is 1.5 (< 1.9), after one 1 that is 1.4, after two 0s 1.0.
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.9f, 0.0f}, 5), (std::vector<std::int32_t>{0, 1, 0, 1, 0}));
+}
+
+TEST(Sampler, PresencePenaltyCountsOnce) {
+  SamplingParams p = params(0.0);
+  p.presence_penalty = 0.5;
+  // 0 -> 1.5, 1 -> 1.4, then 0 stays at 1.5 however often it repeats.
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.9f, 0.0f}, 5), (std::vector<std::int32_t>{0, 1, 0, 0, 0}));
+  p.presence_penalty = -0.5;  // negative: encourages repeats
+  EXPECT_EQ(greedy_run(p, {1.9f, 2.0f}, 3), (std::vector<std::int32_t>{1, 1, 1}));
+}
+
+TEST(Sampler, RepetitionPenaltyCoversThePromptAndBothSigns) {
+  SamplingParams p = params(0.0);
+  p.repetition_penalty = 1.5;
+  // Positive logit divided: 2.0 / 1.5 = 1.33 < 1.5.
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, 1, {0}), (std::vector<std::int32_t>{1}));
+  // Negative logit multiplied: -1.0 * 1.5 = -1.5 < -1.2.
+  EXPECT_EQ(greedy_run(p, {-1.0f, -1.2f}, 1, {0}), (std::vector<std::int32_t>{1}));
+  // Without the prompt token seen, no penalty; generated tokens count too.
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, 2), (std::vector<std::int32_t>{0, 1}));
+  p.repetition_penalty = 1.0;  // off
+  EXPECT_EQ(greedy_run(p, {2.0f, 1.5f}, 2, {0}), (std::vector<std::int32_t>{0, 0}));
+}
+
+TEST(Sampler, PenaltiesLeaveTheReportedLogprobRaw) {
+  SamplingParams p = params(0.0);
+  p.frequency_penalty = 2.0;
+  Sampler s(p);
+  const std::vector<float> logits{2.0f, 1.9f, 0.0f};
+  s.sample(logits);
+  const SampledToken t = s.sample(logits);  // 1, chosen because of the penalty
+  EXPECT_EQ(t.token, 1);
+  EXPECT_NEAR(t.logprob, token_logprob(logits, 1), 1e-7);
+}
+
+TEST(Sampler, TopLogprobsOfTheRawDistribution) {
+  const std::vector<float> logits{0.5f, 3.0f, -1.0f, 3.0f, 1.0f};
+  std::vector<TokenLogprob> top;
+  top_logprobs(logits, 3, top);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].token, 1);  // tie with 3: lower id first
+  EXPECT_EQ(top[1].token, 3);
+  EXPECT_EQ(top[2].token, 4);
+  for (const TokenLogprob& t : top) EXPECT_NEAR(t.logprob, token_logprob(logits, t.token), 1e-6);
+  top_logprobs(logits, 20, top);  // more than the vocabulary: all of it, sorted
+  ASSERT_EQ(top.size(), 5u);
+  EXPECT_EQ(top.back().token, 2);
+  top_logprobs(logits, 0, top);
+  EXPECT_TRUE(top.empty());
+}
+
+TEST(Sampler, RejectsBadPenalties) {
+  SamplingParams p = params(1.0);
+  p.presence_penalty = 2.5;
+  EXPECT_THROW(Sampler{p}, Error);
+  p.presence_penalty = 0.0;
+  p.frequency_penalty = -2.01;
+  EXPECT_THROW(Sampler{p}, Error);
+  p.frequency_penalty = 0.0;
+  p.repetition_penalty = 0.0;
+  EXPECT_THROW(Sampler{p}, Error);
+  p.repetition_penalty = std::nan("");
+  EXPECT_THROW(Sampler{p}, Error);
+  p.repetition_penalty = 1.2;
+  EXPECT_NO_THROW(Sampler{p});
+}
+
 }  // namespace
 }  // namespace fp4serve::engine

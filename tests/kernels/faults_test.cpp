@@ -18,7 +18,8 @@
 namespace fp4serve::kernels {
 namespace {
 
-constexpr OpFamily kFamilies[] = {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention};
+constexpr OpFamily kFamilies[] = {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention,
+                                  OpFamily::LinearAttention};
 constexpr FaultKind kStartKinds[] = {FaultKind::Nan, FaultKind::Zeros, FaultKind::NibbleSwap, FaultKind::NoBlockScale,
                                      FaultKind::Tail};
 
@@ -38,6 +39,7 @@ ShapeSet only(OpFamily f) {
   if (f == OpFamily::Fp4Gemm) s.fp4 = all.fp4;
   if (f == OpFamily::Moe) s.moe = all.moe;
   if (f == OpFamily::Attention) s.attention = all.attention;
+  if (f == OpFamily::LinearAttention) s.linear_attention = all.linear_attention;
   return s;
 }
 
@@ -95,6 +97,17 @@ bool real_call_gives_nan(const KernelSet& k, OpFamily f) {
       k.attention->run(a);
       break;
     }
+    case OpFamily::LinearAttention: {
+      // A decode step of the delta rule (one call; the conv1d has its own call count).
+      const std::int64_t Hk = 1, Hv = 2, dk = 8, dv = 4;
+      const auto q = random_activations(rng, 1, Hk * dk), kk = random_activations(rng, 1, Hk * dk);
+      const auto v = random_activations(rng, 1, Hv * dv);
+      const std::vector<float> g(Hv, -0.1f), beta(Hv, 0.5f);
+      std::vector<float> state(static_cast<std::size_t>(Hv * dk * dv), 0.0f);
+      out.resize(static_cast<std::size_t>(Hv * dv));
+      k.delta_rule->run({q.data(), kk.data(), v.data(), g.data(), beta.data(), state.data(), out.data(), 1, Hk, Hv, dk, dv});
+      break;
+    }
   }
   for (float v : out)
     if (std::isnan(v)) return true;
@@ -144,6 +157,7 @@ TEST(Faults, NamedBrokenBackendRefusesToStart) {
       case OpFamily::Fp4Gemm: o.fp4_gemm = target; break;
       case OpFamily::Moe: o.moe = target; break;
       case OpFamily::Attention: o.attention = target; break;
+      case OpFamily::LinearAttention: o.linear_attention = target; break;
     }
     try {
       (void)select_kernels(o, only(f));

@@ -25,12 +25,15 @@ namespace fp4serve::oracle {
 
 namespace fs = std::filesystem;
 
-inline fs::path root() { return fs::path(FP4SERVE_TEST_DATA) / "oracle"; }
+// `set` is the folder under tests/data: "oracle" (qwen3 / qwen3_moe) or "oracle_hybrid"
+// (qwen3_5_moe / qwen3_next, tools/make_hybrid_oracle_fixtures.py); same format.
+inline fs::path root(const std::string& set = "oracle") { return fs::path(FP4SERVE_TEST_DATA) / set; }
 
 struct Case {
   std::string fixture;  // folder name
   std::string variant;  // "default" or "w4a4"
-  fs::path dir() const { return root() / fixture; }
+  std::string set = "oracle";
+  fs::path dir() const { return root(set) / fixture; }
   std::string label() const { return fixture + "_" + variant; }
   kernels::Fp4Semantics semantics() const {
     return variant == "w4a4" ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
@@ -44,16 +47,16 @@ inline nlohmann::json read_json(const fs::path& path) {
 }
 
 // Every (fixture, variant) pair, in folder-name order.
-inline std::vector<Case> cases() {
+inline std::vector<Case> cases(const std::string& set = "oracle") {
   std::vector<Case> out;
-  if (!fs::exists(root())) return out;
+  if (!fs::exists(root(set))) return out;
   std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(root()))
+  for (const auto& e : fs::directory_iterator(root(set)))
     if (fs::exists(e.path() / "oracle.json")) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   for (const fs::path& d : dirs) {
     const nlohmann::json doc = read_json(d / "oracle.json");
-    for (const auto& [variant, _] : doc.at("variants").items()) out.push_back({d.filename().string(), variant});
+    for (const auto& [variant, _] : doc.at("variants").items()) out.push_back({d.filename().string(), variant, set});
   }
   return out;
 }
@@ -120,8 +123,9 @@ struct Entry {
 using Mutation = std::function<void(std::vector<Entry>&)>;
 
 // Copies fixture `name` into `dir`, passing its tensors through `mutate` on the way.
-inline void copy_with(const std::string& name, const fs::path& dir, const Mutation& mutate) {
-  const fs::path src = root() / name;
+inline void copy_with(const std::string& name, const fs::path& dir, const Mutation& mutate,
+                      const std::string& set = "oracle") {
+  const fs::path src = root(set) / name;
   for (const auto& e : fs::directory_iterator(src))
     if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), dir / e.path().filename());
   const SafetensorsFile in = SafetensorsFile::open(src / "model.safetensors");

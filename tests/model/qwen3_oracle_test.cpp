@@ -31,28 +31,14 @@
 #include "model/model_weights.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_oracle.h"
+#include "model/sequence_kv.h"
 
 namespace fp4serve {
 namespace {
 
 constexpr double kRelTol = 1e-4;
 
-// Per-layer K/V storage for one sequence.
-struct KvBuffers {
-  std::vector<std::vector<float>> k, v;
-  KvView view;
-  KvBuffers(const Qwen3Model& model, std::int64_t capacity) {
-    const auto layers = static_cast<std::size_t>(model.config().num_hidden_layers);
-    const auto floats = static_cast<std::size_t>(capacity * model.kv_row_floats());
-    k.assign(layers, std::vector<float>(floats, NAN));
-    v.assign(layers, std::vector<float>(floats, NAN));
-    view.capacity = capacity;
-    for (std::size_t i = 0; i < layers; ++i) {
-      view.keys.push_back(k[i].data());
-      view.values.push_back(v[i].data());
-    }
-  }
-};
+using test_kv::SequenceKv;
 
 class Qwen3Oracle : public ::testing::TestWithParam<oracle::Case> {
  protected:
@@ -69,9 +55,9 @@ class Qwen3Oracle : public ::testing::TestWithParam<oracle::Case> {
 
 TEST_P(Qwen3Oracle, LogitsAtEveryPositionMatchTransformers) {
   const auto T = static_cast<std::int64_t>(data_.ids.size());
-  KvBuffers kv(*model_, T);
+  SequenceKv kv(*model_, T);
   std::vector<float> logits(static_cast<std::size_t>(T * data_.vocab));
-  model_->forward(data_.ids, kv.view, logits);
+  kv.forward(*model_, data_.ids, logits);
   double worst = 0.0;
   for (std::int64_t t = 0; t < T; ++t) {
     const double err = oracle::relative_error(logits.data() + t * data_.vocab, data_.row(static_cast<std::size_t>(t)),
@@ -86,11 +72,10 @@ TEST_P(Qwen3Oracle, GreedyDecodeReproducesTransformersTokens) {
   const auto P = static_cast<std::int64_t>(data_.prompt_ids.size());
   const auto steps = static_cast<std::int64_t>(data_.greedy_ids.size());
   ASSERT_GE(steps, 32);
-  KvBuffers kv(*model_, P + steps);
+  SequenceKv kv(*model_, P + steps, /*block_tokens=*/4);
   std::vector<float> logits(static_cast<std::size_t>(data_.vocab));
   // Prefill the prompt at once, then decode one token at a time through the same forward.
-  model_->forward(data_.prompt_ids, kv.view, logits, LogitsFor::LastPosition);
-  kv.view.past = P;
+  kv.forward(*model_, data_.prompt_ids, logits, LogitsFor::LastPosition);
   for (std::int64_t i = 0; i < steps; ++i) {
     const std::int32_t next = oracle::argmax(logits.data(), data_.vocab);
     ASSERT_EQ(next, data_.greedy_ids[static_cast<std::size_t>(i)]) << "greedy step " << i;
@@ -98,41 +83,41 @@ TEST_P(Qwen3Oracle, GreedyDecodeReproducesTransformersTokens) {
               tolerance())
         << "step " << i;
     const std::int32_t token = next;
-    model_->forward({&token, 1}, kv.view, logits, LogitsFor::LastPosition);
-    kv.view.past += 1;
+    kv.forward(*model_, {&token, 1}, logits, LogitsFor::LastPosition);
   }
 }
 
 TEST_P(Qwen3Oracle, PrefillThenDecodeEqualsAllAtOnce) {
   const auto T = static_cast<std::int64_t>(data_.ids.size());
   const auto V = data_.vocab;
-  KvBuffers all(*model_, T);
+  SequenceKv all(*model_, T);
   std::vector<float> at_once(static_cast<std::size_t>(T * V));
-  model_->forward(data_.ids, all.view, at_once);
+  all.forward(*model_, data_.ids, at_once);
 
-  // Prefill in uneven chunks (5 tokens, then 3, then one at a time).
-  KvBuffers kv(*model_, T);
+  // Prefill in uneven chunks (5 tokens, then 3, then one at a time), into blocks of 3 tokens.
+  SequenceKv kv(*model_, T, /*block_tokens=*/3);
   std::vector<float> chunk;
   std::int64_t pos = 0;
   for (std::int64_t len : {5, 3}) {
     chunk.resize(static_cast<std::size_t>(len * V));
-    model_->forward({data_.ids.data() + pos, static_cast<std::size_t>(len)}, kv.view, chunk);
+    kv.forward(*model_, {data_.ids.data() + pos, static_cast<std::size_t>(len)}, chunk);
     for (std::int64_t t = 0; t < len; ++t)
       EXPECT_LE(oracle::relative_error(chunk.data() + t * V, at_once.data() + (pos + t) * V, V), 1e-6) << pos + t;
     pos += len;
-    kv.view.past = pos;
   }
   std::vector<float> row(static_cast<std::size_t>(V));
   for (; pos < T; ++pos) {
-    model_->forward({data_.ids.data() + pos, 1}, kv.view, row, LogitsFor::LastPosition);
+    kv.forward(*model_, {data_.ids.data() + pos, 1}, row, LogitsFor::LastPosition);
     EXPECT_LE(oracle::relative_error(row.data(), at_once.data() + pos * V, V), 1e-6) << pos;
-    kv.view.past = pos + 1;
   }
   // The caches hold the same keys and values.
-  for (std::size_t l = 0; l < all.k.size(); ++l) {
-    for (std::size_t i = 0; i < all.k[l].size(); ++i) {
-      ASSERT_NEAR(kv.k[l][i], all.k[l][i], 1e-5 * (1.0 + std::abs(all.k[l][i]))) << "layer " << l << " key " << i;
-      ASSERT_NEAR(kv.v[l][i], all.v[l][i], 1e-5 * (1.0 + std::abs(all.v[l][i]))) << "layer " << l << " value " << i;
+  for (std::int64_t l = 0; l < model_->config().num_hidden_layers; ++l) {
+    for (std::int64_t p = 0; p < T; ++p) {
+      for (std::int64_t i = 0; i < kv.row_floats(); ++i) {
+        const float k = all.key(l, p)[i], v = all.value(l, p)[i];
+        ASSERT_NEAR(kv.key(l, p)[i], k, 1e-5 * (1.0 + std::abs(k))) << "layer " << l << " key " << p;
+        ASSERT_NEAR(kv.value(l, p)[i], v, 1e-5 * (1.0 + std::abs(v))) << "layer " << l << " value " << p;
+      }
     }
   }
 }
@@ -148,9 +133,9 @@ double worst_error(const oracle::Case& c, const std::function<void(ModelWeights&
   mutate(weights);
   const Qwen3Model model(std::move(weights), kernels::reference_kernels(), semantics);
   const auto T = static_cast<std::int64_t>(data.ids.size());
-  KvBuffers kv(model, T);
+  SequenceKv kv(model, T);
   std::vector<float> logits(static_cast<std::size_t>(T * data.vocab));
-  model.forward(data.ids, kv.view, logits);
+  kv.forward(model, data.ids, logits);
   double worst = 0.0;
   for (std::int64_t t = 0; t < T; ++t)
     worst = std::max(worst, oracle::relative_error(logits.data() + t * data.vocab, data.row(static_cast<std::size_t>(t)),

@@ -21,6 +21,7 @@
 #include "numerics/scalar_formats.h"
 #include "synth/presets.h"
 #include "synth/random_weights.h"
+#include "synth/tensor_values.h"
 #include "util/error.h"
 
 namespace fp4serve::synth {
@@ -53,28 +54,8 @@ class SynthCheckpoint : public ::testing::Test {
   const fs::path& dir_ = tmp_.path();
 };
 
-std::vector<float> as_floats(const TensorRef& t) {
-  auto bytes = t.bytes();
-  std::vector<float> out;
-  if (t.info->dtype == DType::BF16) {
-    for (std::size_t i = 0; i < bytes.size(); i += 2)
-      out.push_back(bf16_to_float(static_cast<std::uint16_t>(bytes[i] | (bytes[i + 1] << 8))));
-  } else if (t.info->dtype == DType::F32) {
-    out.resize(bytes.size() / 4);
-    std::memcpy(out.data(), bytes.data(), bytes.size());
-  }
-  return out;
-}
-
-// Dequantized weight of a linear module, whatever its scheme.
-std::vector<float> linear_weight(const Checkpoint& ckpt, const ResolvedQuantization& rq, const std::string& module) {
-  const LinearModule* m = rq.find(module);
-  if (m == nullptr || m->scheme.kind == SchemeKind::Dense) return as_floats(ckpt.at(module + ".weight"));
-  std::vector<float> out(static_cast<std::size_t>(m->out_features * m->in_features));
-  nvfp4::dequantize(ckpt.at(m->scheme.weight).bytes(), ckpt.at(m->scheme.block_scale).bytes(),
-                    m->scheme.weight_scale_2, m->out_features, m->in_features, out);
-  return out;
-}
+using testing::as_floats;
+using testing::linear_weight;
 
 TEST_F(SynthCheckpoint, TinyNvfp4LoadsAndResolvesAsModelOptLayout) {
   auto o = tiny("m");

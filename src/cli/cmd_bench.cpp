@@ -1,0 +1,431 @@
+// `fp4serve bench`: prefill and decode throughput of a checkpoint, like llama-bench, with this
+// machine's memory read bandwidth measured in the same run so decode is shown against its
+// roofline (bandwidth / weight bytes read per decoded token).
+//
+//   fp4serve bench -m DIR [-p 512] [-n 128] [-t THREADS] [--batch 1,4,16] [--reps 3] [--json]
+//                  [--bandwidth-mib N] [--w4a4] [backend flags]
+//
+// Tests (each repeated --reps times; median, min, max, standard deviation reported):
+//   pp<p>          one sequence, one forward over p prompt tokens (tokens/s = p / time)
+//   tg<n> @ b<B>   B sequences decoding together from an empty cache: n steps, each one
+//                  CausalLM::forward over B one-token chunks (aggregate tokens/s = B * n / time)
+// Also: the time from the start of loading to the first token of a 16-token prompt (weights
+// mapped, kernels validated, prefill, argmax), and resident memory (VmRSS / VmHWM) against the
+// checkpoint's weight bytes plus the KV cache bench allocated. The bandwidth is measured last,
+// after the memory figures, so its buffer is not counted as the model's.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/app.h"
+#include "kernels/cli_options.h"
+#include "kernels/registry.h"
+#include "model/causal_lm.h"
+#include "model/checkpoint_summary.h"
+#include "model/model_weights.h"
+#include "util/cpu_features.h"
+#include "util/error.h"
+#include "util/memory_bandwidth.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct BenchArgs {
+  std::string model_dir;
+  std::int64_t prompt = 512;
+  std::int64_t generate = 128;
+  int threads = 0;  // 0: the pool's default (FP4SERVE_THREADS or every CPU)
+  std::string batch = "1";
+  int reps = 3;
+  bool json = false;
+  std::uint64_t bandwidth_mib = 0;  // 0: the default buffer (well past the last-level cache)
+  bool w4a4 = false;
+  kernels::BackendOptions backends;
+};
+
+// "1,4,16" -> {1, 4, 16}; each from 1 to 256, no repeats.
+std::vector<std::int64_t> parse_batches(const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size()) fail("--batch: '", item, "' is not a number (expected e.g. 1,4,16)");
+    if (v < 1 || v > 256) fail("--batch: ", v, " is out of range (1..256 sequences)");
+    if (std::find(out.begin(), out.end(), v) != out.end()) fail("--batch: ", v, " is listed twice");
+    out.push_back(v);
+  }
+  if (out.empty()) fail("--batch: no batch sizes in '", text, "'");
+  return out;
+}
+
+void check_args(const BenchArgs& a) {
+  if (a.prompt < 0 || a.prompt > 65536) fail("-p/--n-prompt must be 0..65536 tokens, got ", a.prompt);
+  if (a.generate < 0 || a.generate > 65536) fail("-n/--n-gen must be 0..65536 tokens, got ", a.generate);
+  if (a.prompt == 0 && a.generate == 0) fail("-p and -n are both 0: nothing to measure");
+  if (a.reps < 1 || a.reps > 1000) fail("--reps must be 1..1000, got ", a.reps);
+  if (a.threads < 0 || a.threads > 1024) fail("-t/--threads must be 1..1024, got ", a.threads);
+  if (a.bandwidth_mib > (std::uint64_t{1} << 20)) fail("--bandwidth-mib ", a.bandwidth_mib, " is more than 1 TiB");
+}
+
+// The pool reads FP4SERVE_THREADS when first used; bench sets it before anything runs a kernel.
+void set_threads(int threads) {
+  if (threads == 0) return;
+  ::setenv("FP4SERVE_THREADS", std::to_string(threads).c_str(), 1);
+  if (global_thread_pool().size() != threads)
+    fail("-t ", threads, ": the kernel thread pool was already started with ", global_thread_pool().size(), " threads");
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0, stddev = 0;
+  std::vector<double> samples;
+};
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  s.samples = v;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.min = v.front();
+  s.max = v.back();
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  s.stddev = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
+  return s;
+}
+
+// Memory of the sequences bench runs: KV blocks (and the fixed state of linear-attention
+// layers), allocated once per test and reused across repetitions.
+class Sequences {
+ public:
+  static constexpr std::int64_t kBlockTokens = 16;
+
+  Sequences(const StateSpec& spec, std::int64_t count, std::int64_t max_tokens) : spec_(spec) {
+    const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
+    const std::int64_t per_seq = blocks * spec.kv_block_floats(kBlockTokens) + spec.fixed_state_floats();
+    storage_.assign(static_cast<std::size_t>(count * per_seq), 0.0f);
+    seqs_.resize(static_cast<std::size_t>(count));
+    for (std::int64_t s = 0; s < count; ++s) {
+      Seq& q = seqs_[static_cast<std::size_t>(s)];
+      float* base = storage_.data() + s * per_seq;
+      for (std::int64_t b = 0; b < blocks; ++b) q.blocks.push_back(base + b * spec.kv_block_floats(kBlockTokens));
+      float* fixed = base + blocks * spec.kv_block_floats(kBlockTokens);
+      for (std::int64_t l = 0; l < spec.linear_layers; ++l) {
+        q.conv.push_back(fixed);
+        fixed += spec.conv_state_floats;
+        q.recurrent.push_back(fixed);
+        fixed += spec.recurrent_state_floats;
+      }
+      q.state.kv_blocks = q.blocks;
+      q.state.block_tokens = kBlockTokens;
+      q.state.conv_state = q.conv;
+      q.state.recurrent_state = q.recurrent;
+    }
+  }
+  // A fresh start: past 0, recurrent state zero (keys and values past `past` are never read).
+  void reset() {
+    for (Seq& q : seqs_) {
+      q.state.past = 0;
+      for (float* p : q.conv) std::fill(p, p + spec_.conv_state_floats, 0.0f);
+      for (float* p : q.recurrent) std::fill(p, p + spec_.recurrent_state_floats, 0.0f);
+    }
+  }
+  SequenceState& state(std::int64_t s) { return seqs_[static_cast<std::size_t>(s)].state; }
+  std::uint64_t bytes() const { return storage_.size() * sizeof(float); }
+
+ private:
+  struct Seq {
+    std::vector<float*> blocks, conv, recurrent;
+    SequenceState state;
+  };
+  StateSpec spec_;
+  std::vector<float> storage_;
+  std::vector<Seq> seqs_;
+};
+
+// Deterministic prompt tokens spread over the vocabulary (no tokenizer needed).
+std::vector<std::int32_t> prompt_tokens(std::int64_t n, std::int64_t vocab) {
+  std::vector<std::int32_t> t(static_cast<std::size_t>(n));
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& v : t) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<std::int32_t>((x >> 33) % static_cast<std::uint64_t>(vocab));
+  }
+  return t;
+}
+
+// Greedy next token; an Error when the logits are not finite (a broken kernel must not be timed).
+std::int32_t argmax(std::span<const float> row, const char* what) {
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    if (!std::isfinite(row[i])) fail("bench: non-finite logits during ", what, " (token ", i, ")");
+    if (row[i] > row[best]) best = i;
+  }
+  return static_cast<std::int32_t>(best);
+}
+
+// One forward of `tokens` on a fresh sequence; returns its first generated token.
+std::int32_t prefill(const CausalLM& model, Sequences& seqs, const std::vector<std::int32_t>& tokens, std::vector<float>& logits) {
+  seqs.reset();
+  SequenceChunk chunk;
+  chunk.tokens = tokens;
+  chunk.state = &seqs.state(0);
+  chunk.logits = LogitsFor::LastPosition;
+  model.forward({&chunk, 1}, {logits.data(), static_cast<std::size_t>(model.vocab_size())});
+  return argmax({logits.data(), static_cast<std::size_t>(model.vocab_size())}, "prefill");
+}
+
+// n decode steps of `batch` sequences from an empty cache; returns the seconds taken.
+double decode(const CausalLM& model, Sequences& seqs, std::int64_t batch, std::int64_t n, std::vector<float>& logits) {
+  seqs.reset();
+  const std::int64_t vocab = model.vocab_size();
+  std::vector<std::int32_t> next = prompt_tokens(batch, vocab);
+  std::vector<SequenceChunk> chunks(static_cast<std::size_t>(batch));
+  const auto start = Clock::now();
+  for (std::int64_t step = 0; step < n; ++step) {
+    for (std::int64_t s = 0; s < batch; ++s) {
+      SequenceChunk& c = chunks[static_cast<std::size_t>(s)];
+      c.tokens = {&next[static_cast<std::size_t>(s)], 1};
+      c.state = &seqs.state(s);
+      c.logits = LogitsFor::LastPosition;
+    }
+    model.forward(chunks, {logits.data(), static_cast<std::size_t>(batch * vocab)});
+    for (std::int64_t s = 0; s < batch; ++s) {
+      next[static_cast<std::size_t>(s)] =
+          argmax({logits.data() + s * vocab, static_cast<std::size_t>(vocab)}, "decode");
+      ++seqs.state(s).past;
+    }
+  }
+  return seconds_since(start);
+}
+
+// VmRSS and VmHWM of this process in bytes, from /proc/self/status (0 where unavailable).
+std::pair<std::uint64_t, std::uint64_t> resident_memory() {
+  std::ifstream f("/proc/self/status");
+  std::string key;
+  std::uint64_t rss = 0, hwm = 0;
+  while (f >> key) {
+    if (key == "VmRSS:") f >> rss;
+    else if (key == "VmHWM:") f >> hwm;
+    f.ignore(1 << 12, '\n');
+  }
+  return {rss << 10, hwm << 10};
+}
+
+struct TestResult {
+  std::string name;  // "pp512", "tg128"
+  std::int64_t batch = 1;
+  std::int64_t tokens = 0;  // per repetition, all sequences
+  Stats seconds, tokens_per_s;
+};
+
+nlohmann::json stats_json(const Stats& s) {
+  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+double gib(std::uint64_t b) { return static_cast<double>(b) / static_cast<double>(1ull << 30); }
+
+void bench(BenchArgs& a) {
+  check_args(a);
+  const std::vector<std::int64_t> batches = parse_batches(a.batch);
+  set_threads(a.threads);
+
+  // Load: map the weights, validate the kernels, build the model (time to first token starts here).
+  const auto start = Clock::now();
+  const CheckpointSummary summary = summarize_checkpoint(a.model_dir);
+  ModelWeights weights = load_model_weights(a.model_dir);
+  kernels::BackendOptions options = a.backends;
+  options.semantics = a.w4a4 ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
+  auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
+  const std::unique_ptr<CausalLM> model = make_causal_lm(std::move(weights), selection->kernels(), options.semantics);
+  const double load_s = seconds_since(start);
+  const std::int64_t vocab = model->vocab_size();
+  const std::int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+  constexpr std::int64_t kFirstPrompt = 16;
+
+  Sequences seqs(model->state_spec(), max_batch, std::max({a.prompt, a.generate, kFirstPrompt}) + 1);
+  std::vector<float> logits(static_cast<std::size_t>(max_batch * vocab));
+  prefill(*model, seqs, prompt_tokens(kFirstPrompt, vocab), logits);
+  const double ttft_s = seconds_since(start);
+
+  std::vector<TestResult> results;
+  if (a.prompt > 0) {
+    const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
+    TestResult t{"pp" + std::to_string(a.prompt), 1, a.prompt, {}, {}};
+    std::vector<double> secs, rates;
+    for (int r = 0; r < a.reps; ++r) {
+      const auto t0 = Clock::now();
+      prefill(*model, seqs, tokens, logits);
+      secs.push_back(seconds_since(t0));
+      rates.push_back(static_cast<double>(a.prompt) / secs.back());
+    }
+    t.seconds = stats_of(secs);
+    t.tokens_per_s = stats_of(rates);
+    results.push_back(t);
+  }
+  if (a.generate > 0) {
+    for (std::int64_t b : batches) {
+      TestResult t{"tg" + std::to_string(a.generate), b, a.generate * b, {}, {}};
+      decode(*model, seqs, b, std::min<std::int64_t>(a.generate, 4), logits);  // warm-up, as llama-bench
+      std::vector<double> secs, rates;
+      for (int r = 0; r < a.reps; ++r) {
+        secs.push_back(decode(*model, seqs, b, a.generate, logits));
+        rates.push_back(static_cast<double>(a.generate * b) / secs.back());
+      }
+      t.seconds = stats_of(secs);
+      t.tokens_per_s = stats_of(rates);
+      results.push_back(t);
+    }
+  }
+  const auto [rss, hwm] = resident_memory();
+
+  BandwidthOptions bw_options;
+  bw_options.bytes = a.bandwidth_mib << 20;
+  const BandwidthResult bw = measure_read_bandwidth(bw_options);
+  const double roofline_tps = summary.weight_bytes_per_token > 0
+                                  ? bw.best_gb_per_s * 1e9 / static_cast<double>(summary.weight_bytes_per_token)
+                                  : 0.0;
+  const TestResult* tg1 = nullptr;
+  for (const TestResult& t : results)
+    if (t.name[0] == 't' && t.batch == 1) tg1 = &t;
+  const double fraction = tg1 != nullptr && roofline_tps > 0 ? tg1->tokens_per_s.median / roofline_tps : 0.0;
+  const std::uint64_t expected_memory = summary.resident_weight_bytes + seqs.bytes();
+
+  if (a.json) {
+    nlohmann::json j;
+    j["schema"] = "fp4serve.bench/1";
+    j["model"] = {{"dir", a.model_dir},
+                  {"model_type", model->config().model_type},
+                  {"params_total", summary.params_total},
+                  {"params_active", summary.params_active},
+                  {"weight_bytes", summary.resident_weight_bytes},
+                  {"weight_bytes_per_token", summary.weight_bytes_per_token}};
+    j["threads"] = global_thread_pool().size();
+    j["cpu"] = cpu_features().model_name;
+    j["semantics"] = a.w4a4 ? "W4A4" : "W4A16";
+    j["kernels"] = selection->report().to_json();
+    j["reps"] = a.reps;
+    j["load_s"] = load_s;
+    j["ttft_s"] = ttft_s;
+    j["ttft_prompt_tokens"] = kFirstPrompt;
+    nlohmann::json tests = nlohmann::json::array();
+    for (const TestResult& t : results) {
+      nlohmann::json e = {{"test", t.name},
+                          {"batch", t.batch},
+                          {"tokens", t.tokens},
+                          {"seconds", stats_json(t.seconds)},
+                          {"tokens_per_s", stats_json(t.tokens_per_s)}};
+      if (tg1 != nullptr && t.name[0] == 't') e["speedup_vs_batch1"] = t.tokens_per_s.median / tg1->tokens_per_s.median;
+      tests.push_back(e);
+    }
+    j["tests"] = tests;
+    j["bandwidth"] = {{"best_gb_per_s", bw.best_gb_per_s},
+                      {"passes_gb_per_s", bw.pass_gb_per_s},
+                      {"buffer_bytes", bw.bytes},
+                      {"llc_bytes", bw.llc_bytes}};
+    j["roofline"] = {{"decode_tokens_per_s", roofline_tps}, {"tg_batch1_fraction", fraction}};
+    j["memory"] = {{"vm_rss_bytes", rss},
+                   {"vm_hwm_bytes", hwm},
+                   {"weight_bytes", summary.resident_weight_bytes},
+                   {"kv_bytes", seqs.bytes()},
+                   {"hwm_over_weights_plus_kv", expected_memory > 0 ? static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0}};
+    std::cout << j.dump() << std::endl;
+    return;
+  }
+
+  std::cout << "model: " << a.model_dir << " (" << model->config().model_type << ", "
+            << fixed(static_cast<double>(summary.params_total) / 1e9, 2) << " B params, "
+            << fixed(static_cast<double>(summary.params_active) / 1e9, 2) << " B active; weights "
+            << fixed(gib(summary.resident_weight_bytes), 2) << " GiB, decode reads "
+            << fixed(static_cast<double>(summary.weight_bytes_per_token) / 1e9, 3) << " GB/token)\n";
+  std::cout << "threads: " << global_thread_pool().size() << " | reps: " << a.reps << " | semantics: "
+            << (a.w4a4 ? "W4A4" : "W4A16") << "\n";
+  std::cout << "kernels:";
+  for (const auto& f : selection->report().families)
+    std::cout << " " << kernels::family_name(f.family) << "=" << (f.chosen.empty() ? "-" : f.chosen);
+  std::cout << "\n\n";
+  std::cout << "| test          | batch |        t/s | min t/s | max t/s | stddev |\n";
+  std::cout << "|---------------|------:|-----------:|--------:|--------:|-------:|\n";
+  for (const TestResult& t : results) {
+    std::cout << "| " << std::left << std::setw(13) << t.name << std::right << " | " << std::setw(5) << t.batch << " | "
+              << std::setw(10) << fixed(t.tokens_per_s.median, 2) << " | " << std::setw(7) << fixed(t.tokens_per_s.min, 2)
+              << " | " << std::setw(7) << fixed(t.tokens_per_s.max, 2) << " | " << std::setw(6)
+              << fixed(t.tokens_per_s.stddev, 2) << " |\n";
+  }
+  std::cout << "\nmemory read bandwidth: " << fixed(bw.best_gb_per_s, 2) << " GB/s (best of " << bw.pass_gb_per_s.size()
+            << " passes over " << (bw.bytes >> 20) << " MiB)\n";
+  if (roofline_tps > 0) {
+    std::cout << "decode roofline: " << fixed(roofline_tps, 2) << " tokens/s";
+    if (tg1 != nullptr) std::cout << "; tg batch 1 reaches " << fixed(100.0 * fraction, 1) << "% of it";
+    std::cout << "\n";
+  }
+  for (const TestResult& t : results)
+    if (tg1 != nullptr && t.name[0] == 't' && t.batch != 1)
+      std::cout << "batch " << t.batch << ": " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2)
+                << "x the aggregate tokens/s of batch 1\n";
+  std::cout << "start to first token: " << fixed(ttft_s, 2) << " s (load + kernel validation " << fixed(load_s, 2)
+            << " s, then a " << kFirstPrompt << "-token prompt)\n";
+  std::cout << "memory: VmHWM " << fixed(gib(hwm), 2) << " GiB, VmRSS " << fixed(gib(rss), 2) << " GiB; weights "
+            << fixed(gib(summary.resident_weight_bytes), 2) << " GiB + KV " << fixed(gib(seqs.bytes()), 3) << " GiB = "
+            << fixed(gib(expected_memory), 2) << " GiB ("
+            << fixed(expected_memory > 0 ? 100.0 * static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0, 1)
+            << "%)\n";
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Prefill/decode throughput (like llama-bench) against the memory-bandwidth roofline");
+  auto a = std::make_shared<BenchArgs>();
+  cmd->add_option("-m,--model", a->model_dir, "Checkpoint directory (config.json + safetensors)")->required();
+  cmd->add_option("-p,--n-prompt", a->prompt, "Prompt tokens of the prefill test pp<p> (0 = skip)")->capture_default_str();
+  cmd->add_option("-n,--n-gen", a->generate, "Tokens generated per sequence in the decode test tg<n> (0 = skip)")
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", a->threads, "Kernel threads (default: FP4SERVE_THREADS or every CPU)");
+  cmd->add_option("--batch", a->batch, "Sequences decoding together, comma-separated (e.g. 1,4,16)")->capture_default_str();
+  cmd->add_option("--reps", a->reps, "Repetitions of each test")->capture_default_str();
+  cmd->add_option("--bandwidth-mib", a->bandwidth_mib,
+                  "Buffer of the memory-bandwidth measurement in MiB (default: 4x the last-level cache, 512..2048)");
+  cmd->add_flag("--json", a->json, "Print one JSON object (schema fp4serve.bench/1)");
+  cmd->add_flag("--w4a4", a->w4a4, "NVFP4 with activations quantized by input_scale (default W4A16)");
+  kernels::add_backend_options(*cmd, a->backends);
+  cmd->callback([a] { bench(*a); });
+}
+
+}  // namespace fp4serve::cli

@@ -1,0 +1,37 @@
+#include "kernels/linear_attention_wrappers.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "util/error.h"
+
+namespace fp4serve::kernels {
+
+void SimdConv1dKernel::run(const Conv1dArgs& a) const {
+  if (a.kernel < 1 || a.channels < 0 || a.m < 0) fail(backend_, " conv1d: invalid shape (kernel ", a.kernel, ")");
+  if (a.m == 0) return;
+  core_(a);
+  const std::int64_t C = a.channels, S = a.kernel - 1;
+  for (std::int64_t i = 0; i < a.m * C; ++i) a.out[i] = a.out[i] / (1.0f + std::exp(-a.out[i]));  // SiLU
+  // The state becomes the last K-1 rows of [state; x].
+  if (a.m >= S) {
+    std::memcpy(a.state, a.x + (a.m - S) * C, static_cast<std::size_t>(S * C) * sizeof(float));
+  } else {
+    std::memmove(a.state, a.state + a.m * C, static_cast<std::size_t>((S - a.m) * C) * sizeof(float));
+    std::memcpy(a.state + (S - a.m) * C, a.x, static_cast<std::size_t>(a.m * C) * sizeof(float));
+  }
+}
+
+void SimdDeltaRuleKernel::run(const DeltaRuleArgs& a) const {
+  if (a.m < 0 || a.num_k_heads <= 0 || a.num_v_heads <= 0 || a.dk <= 0 || a.dv <= 0 ||
+      a.num_v_heads % a.num_k_heads != 0)
+    fail(backend_, " gated delta rule: unsupported shape (", a.num_k_heads, " key heads, ", a.num_v_heads,
+         " value heads, dk ", a.dk, ", dv ", a.dv, ")");
+  if (a.m == 0) return;
+  std::vector<float> decay(static_cast<std::size_t>(a.m * a.num_v_heads));
+  for (std::size_t i = 0; i < decay.size(); ++i) decay[i] = std::exp(a.g[i]);
+  core_(a, decay.data());
+}
+
+}  // namespace fp4serve::kernels

@@ -1,0 +1,109 @@
+#include "util/memory_bandwidth.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve {
+
+namespace {
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+// Pieces threads claim one at a time: big enough that each streams contiguously for a while
+// (the hardware prefetcher needs a few pages to ramp up), small enough to balance two cores
+// when a neighbour's job slows one of them down.
+constexpr std::int64_t kPieceWords = (std::int64_t{8} << 20) / 8;
+
+// "32768K", "480M", "2G" -> bytes; 0 when unreadable.
+std::uint64_t parse_cache_size(const std::string& s) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(s, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  const char unit = used < s.size() ? s[used] : '\0';
+  if (unit == 'K') return v << 10;
+  if (unit == 'M') return v << 20;
+  if (unit == 'G') return v << 30;
+  return v;
+}
+
+// Sum of the words in [b, e): eight independent chains so the loads, not the adds, set the pace.
+std::uint64_t sum_words(const std::uint64_t* p, std::int64_t b, std::int64_t e) {
+  std::uint64_t s[8] = {};
+  std::int64_t i = b;
+  for (; i + 8 <= e; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+  for (; i < e; ++i) s[0] += p[i];
+  std::uint64_t t = 0;
+  for (std::uint64_t v : s) t += v;
+  return t;
+}
+
+}  // namespace
+
+std::uint64_t last_level_cache_bytes() {
+  std::uint64_t best = 0;
+  for (int index = 0; index < 8; ++index) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string s;
+    if (!(f >> s)) continue;
+    best = std::max(best, parse_cache_size(s));
+  }
+  return best;
+}
+
+std::uint64_t default_bandwidth_buffer_bytes(std::uint64_t llc_bytes) {
+  return std::clamp<std::uint64_t>(4 * llc_bytes, 512 * kMiB, 2048 * kMiB);
+}
+
+BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
+  if (options.passes < 1 || options.passes > 100) fail("memory bandwidth: passes must be 1..100, got ", options.passes);
+  BandwidthResult r;
+  r.llc_bytes = last_level_cache_bytes();
+  r.bytes = options.bytes != 0 ? options.bytes : default_bandwidth_buffer_bytes(r.llc_bytes);
+  if (r.bytes < kMiB) fail("memory bandwidth: buffer of ", r.bytes, " bytes is too small to measure memory (at least 1 MiB)");
+  r.threads = global_thread_pool().size();
+
+  const auto words = static_cast<std::int64_t>(r.bytes / 8);
+  std::unique_ptr<std::uint64_t[]> buf(new (std::nothrow) std::uint64_t[static_cast<std::size_t>(words)]);
+  if (!buf) fail("memory bandwidth: cannot allocate a ", r.bytes / kMiB, " MiB buffer");
+  std::uint64_t* p = buf.get();
+  const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
+  // Non-zero contents, written by the pool: every page is really backed (untouched pages all
+  // map the one shared zero page, which would be read from cache).
+  parallel_for(pieces, 1, [p, words](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b * kPieceWords; i < std::min(words, e * kPieceWords); ++i) p[i] = static_cast<std::uint64_t>(i) | 1u;
+  });
+
+  std::uint64_t sink = 0;
+  for (int pass = 0; pass <= options.passes; ++pass) {
+    std::vector<std::uint64_t> sums(static_cast<std::size_t>(pieces), 0);
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for(pieces, 1, [p, words, &sums](std::int64_t b, std::int64_t e) {
+      for (std::int64_t piece = b; piece < e; ++piece)
+        sums[static_cast<std::size_t>(piece)] = sum_words(p, piece * kPieceWords, std::min(words, (piece + 1) * kPieceWords));
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (std::uint64_t s : sums) sink += s;
+    if (pass == 0) continue;  // warm-up: page tables, TLB, the workers waking up
+    const double gbs = static_cast<double>(r.bytes) / std::max(seconds, 1e-9) / 1e9;
+    r.pass_gb_per_s.push_back(gbs);
+    r.best_gb_per_s = std::max(r.best_gb_per_s, gbs);
+  }
+  // The sums must be used, or the reads could be optimised away; each word is odd, so the total
+  // has the parity of the word count.
+  if ((sink & 1u) != ((static_cast<std::uint64_t>(words) * static_cast<std::uint64_t>(options.passes + 1)) & 1u))
+    fail("memory bandwidth: read back a wrong sum (memory or thread-pool fault)");
+  return r;
+}
+
+}  // namespace fp4serve

@@ -1,0 +1,124 @@
+// `fp4serve bench`: argument errors name the flag; --json carries every documented field with
+// values that hang together (run on a tiny synth model, so the figures themselves mean little).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/temp_dir.h"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(FP4SERVE_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+void expect_refused(const std::string& args, const std::string& needle) {
+  const Result r = run("bench " + args);
+  EXPECT_NE(r.code, 0) << args << "\n" << r.out;
+  EXPECT_NE(r.out.find(needle), std::string::npos) << args << "\n" << r.out;
+}
+
+TEST(Bench, ArgumentErrorsNameTheFlag) {
+  fp4serve::testing::TempDir tmp;
+  const std::string m = "-m " + (tmp.path() / "none").string();
+  expect_refused(m + " --batch 0", "--batch: 0 is out of range");
+  expect_refused(m + " --batch 1,x", "--batch: 'x' is not a number");
+  expect_refused(m + " --batch 4,4", "--batch: 4 is listed twice");
+  expect_refused(m + " --batch ,", "--batch");
+  expect_refused(m + " --reps 0", "--reps must be 1..1000");
+  expect_refused(m + " -p 0 -n 0", "nothing to measure");
+  expect_refused(m + " -p 70000", "-p/--n-prompt must be 0..65536");
+  expect_refused(m + " -t 5000", "-t/--threads");
+  expect_refused("-p 8", "--model");                  // -m is required
+  expect_refused(m + " -p 8 -n 2", tmp.path().string());  // a missing checkpoint is named
+}
+
+TEST(Bench, JsonHasEveryFieldOnATinyModel) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  const Result synth = run("synth --preset tiny --seed 5 --quiet --out " + dir);
+  ASSERT_EQ(synth.code, 0) << synth.out;
+
+  const Result r = run("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  EXPECT_EQ(j["schema"], "fp4serve.bench/1");
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_EQ(j["reps"], 2);
+  EXPECT_EQ(j["model"]["model_type"], "qwen3_moe");
+  EXPECT_GT(j["model"]["weight_bytes_per_token"].get<double>(), 0);
+
+  const auto& tests = j["tests"];
+  ASSERT_EQ(tests.size(), 3u) << tests.dump();
+  EXPECT_EQ(tests[0]["test"], "pp8");
+  EXPECT_EQ(tests[0]["tokens"], 8);
+  EXPECT_EQ(tests[1]["test"], "tg3");
+  EXPECT_EQ(tests[1]["batch"], 1);
+  EXPECT_EQ(tests[1]["tokens"], 3);
+  EXPECT_EQ(tests[2]["batch"], 2);
+  EXPECT_EQ(tests[2]["tokens"], 6);
+  for (const auto& t : tests) {
+    const auto& tps = t["tokens_per_s"];
+    ASSERT_EQ(tps["samples"].size(), 2u);
+    EXPECT_GT(tps["min"].get<double>(), 0);
+    EXPECT_LE(tps["min"].get<double>(), tps["median"].get<double>());
+    EXPECT_LE(tps["median"].get<double>(), tps["max"].get<double>());
+    // tokens/s and seconds describe the same repetitions.
+    const double s0 = t["seconds"]["samples"][0].get<double>();
+    EXPECT_NEAR(tps["samples"][0].get<double>() * s0, t["tokens"].get<double>(), 1e-6 * t["tokens"].get<double>());
+  }
+  EXPECT_NEAR(tests[1]["speedup_vs_batch1"].get<double>(), 1.0, 1e-12);
+  EXPECT_GT(tests[2]["speedup_vs_batch1"].get<double>(), 0);
+
+  EXPECT_GT(j["bandwidth"]["best_gb_per_s"].get<double>(), 0);
+  EXPECT_EQ(j["bandwidth"]["buffer_bytes"], 16u << 20);
+  EXPECT_EQ(j["bandwidth"]["passes_gb_per_s"].size(), 3u);
+  const double roofline = j["roofline"]["decode_tokens_per_s"].get<double>();
+  EXPECT_NEAR(roofline,
+              j["bandwidth"]["best_gb_per_s"].get<double>() * 1e9 / j["model"]["weight_bytes_per_token"].get<double>(),
+              1e-9 * roofline);
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction"].get<double>(), tests[1]["tokens_per_s"]["median"].get<double>() / roofline,
+              1e-9);
+
+  const auto& mem = j["memory"];
+  EXPECT_GT(mem["vm_rss_bytes"].get<double>(), 0);
+  EXPECT_GE(mem["vm_hwm_bytes"].get<double>(), mem["vm_rss_bytes"].get<double>());
+  EXPECT_GT(mem["kv_bytes"].get<double>(), 0);
+  EXPECT_EQ(mem["weight_bytes"], j["model"]["weight_bytes"]);
+  EXPECT_GT(j["load_s"].get<double>(), 0);
+  EXPECT_GT(j["ttft_s"].get<double>(), j["load_s"].get<double>());
+  EXPECT_EQ(j["ttft_prompt_tokens"], 16);
+  EXPECT_TRUE(j["kernels"].is_object());
+}
+
+TEST(Bench, TextOutputShowsTheRoofline) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  ASSERT_EQ(run("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
+  const Result r = run("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,60 @@
+#pragma once
+// One sequence's KV state for model tests that drive CausalLM::forward directly: blocks of
+// `block_tokens` positions, each its own allocation, handed to the model in a shuffled order of
+// memory (so a wrong block index or layer offset reads another block's numbers), poisoned with
+// NaN so a row read before it was written shows up. block_tokens = 0 is one contiguous block.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "model/causal_lm.h"
+
+namespace fp4serve::test_kv {
+
+class SequenceKv {
+ public:
+  SequenceKv(const CausalLM& model, std::int64_t capacity, std::int64_t block_tokens = 0, std::uint64_t seed = 1)
+      : spec_(model.state_spec()), block_tokens_(block_tokens > 0 ? block_tokens : capacity) {
+    const std::int64_t blocks = (capacity + block_tokens_ - 1) / block_tokens_;
+    storage_.resize(static_cast<std::size_t>(blocks));
+    for (auto& b : storage_) b.assign(static_cast<std::size_t>(spec_.kv_block_floats(block_tokens_)), NAN);
+    std::vector<std::size_t> order(storage_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+    for (std::size_t i : order) blocks_.push_back(storage_[i].data());
+    state.kv_blocks = blocks_;
+    state.block_tokens = block_tokens_;
+  }
+  SequenceKv(const SequenceKv&) = delete;
+  SequenceKv& operator=(const SequenceKv&) = delete;
+
+  // Runs `tokens` after state.past and advances it.
+  void forward(const CausalLM& model, std::span<const std::int32_t> tokens, std::span<float> logits,
+               LogitsFor which = LogitsFor::AllPositions) {
+    const SequenceChunk chunk{tokens, &state, which};
+    model.forward({&chunk, 1}, logits);
+    state.past += static_cast<std::int64_t>(tokens.size());
+  }
+
+  // Layer l's key (or value) row at position p.
+  const float* key(std::int64_t l, std::int64_t p) const { return row(2 * l, p); }
+  const float* value(std::int64_t l, std::int64_t p) const { return row(2 * l + 1, p); }
+  std::int64_t row_floats() const { return spec_.kv_row_floats; }
+
+  SequenceState state;
+
+ private:
+  const float* row(std::int64_t slab, std::int64_t p) const {
+    return blocks_[static_cast<std::size_t>(p / block_tokens_)] + (slab * block_tokens_ + p % block_tokens_) * spec_.kv_row_floats;
+  }
+  StateSpec spec_;
+  std::int64_t block_tokens_;
+  std::vector<std::vector<float>> storage_;
+  std::vector<float*> blocks_;
+};
+
+}  // namespace fp4serve::test_kv

@@ -1,0 +1,78 @@
+#include "server/reasoning_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace fp4serve::server {
+namespace {
+
+ReasoningDelta run(ReasoningParser& p, const std::vector<std::string>& pieces) {
+  ReasoningDelta all;
+  auto add = [&](const ReasoningDelta& d) {
+    all.reasoning += d.reasoning;
+    all.content += d.content;
+  };
+  for (const std::string& s : pieces) add(p.push(s));
+  add(p.flush());
+  return all;
+}
+
+// Splits `text` into pieces of `n` bytes, as a stream of tokens would.
+std::vector<std::string> chunks(const std::string& text, std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < text.size(); i += n) out.push_back(text.substr(i, n));
+  return out;
+}
+
+TEST(ReasoningParser, SplitsThinkBlockFromAnswer) {
+  const std::string text = "<think>\nLet me add 2 and 2.\n</think>\n\nThe answer is 4.";
+  for (std::size_t n : {1u, 2u, 3u, 7u, 100u}) {
+    ReasoningParser p;
+    const ReasoningDelta d = run(p, chunks(text, n));
+    EXPECT_EQ(d.reasoning, "\nLet me add 2 and 2.\n") << n;
+    EXPECT_EQ(d.content, "The answer is 4.") << n;
+  }
+}
+
+TEST(ReasoningParser, NoThinkBlockIsAllContent) {
+  ReasoningParser p;
+  const ReasoningDelta d = run(p, {"Hel", "lo <think> is not at the start"});
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "Hello <think> is not at the start");
+}
+
+TEST(ReasoningParser, TextThatLooksLikeTheTagStartIsReleased) {
+  ReasoningParser p;
+  EXPECT_EQ(p.push("<thi").content, "");  // could still be <think>
+  EXPECT_EQ(p.push("s is html").content, "<this is html");
+}
+
+TEST(ReasoningParser, PromptThatOpenedThinkingStartsInReasoning) {
+  EXPECT_TRUE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
+  EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
+  ReasoningParser p(/*starts_in_reasoning=*/true);
+  const ReasoningDelta d = run(p, chunks("step one</think>\n\nDone.", 3));
+  EXPECT_EQ(d.reasoning, "step one");
+  EXPECT_EQ(d.content, "Done.");
+}
+
+TEST(ReasoningParser, UnclosedThinkingIsAllReasoning) {
+  ReasoningParser p;
+  const ReasoningDelta d = run(p, {"<think>", "still thinking </thi"});
+  EXPECT_EQ(d.reasoning, "still thinking </thi");
+  EXPECT_EQ(d.content, "");
+}
+
+TEST(ReasoningParser, PartialCloseTagIsNotStreamedAsReasoning) {
+  ReasoningParser p(true);
+  EXPECT_EQ(p.push("abc</th").reasoning, "abc");
+  const ReasoningDelta d = p.push("ink>x");
+  EXPECT_EQ(d.reasoning, "");
+  EXPECT_EQ(d.content, "x");
+}
+
+}  // namespace
+}  // namespace fp4serve::server

@@ -1,0 +1,45 @@
+#include "util/memory_bandwidth.h"
+
+#include <gtest/gtest.h>
+
+#include "common/expect_error.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve {
+namespace {
+
+TEST(MemoryBandwidth, MeasuresEveryPassOfTheRequestedBuffer) {
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;  // small: the test checks the bookkeeping, not the machine
+  o.passes = 2;
+  const BandwidthResult r = measure_read_bandwidth(o);
+  EXPECT_EQ(r.bytes, o.bytes);
+  EXPECT_EQ(r.threads, global_thread_pool().size());
+  ASSERT_EQ(r.pass_gb_per_s.size(), 2u);
+  for (double g : r.pass_gb_per_s) {
+    EXPECT_GT(g, 0.1);  // even a loaded, sanitised build streams 16 MiB faster than 100 MB/s
+    EXPECT_LE(g, r.best_gb_per_s);
+  }
+  EXPECT_TRUE(r.best_gb_per_s == r.pass_gb_per_s[0] || r.best_gb_per_s == r.pass_gb_per_s[1]);
+}
+
+TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;
+  o.passes = 0;
+  testing::expect_error([&] { measure_read_bandwidth(o); }, {"passes", "0"});
+  o.passes = 1;
+  o.bytes = 4096;
+  testing::expect_error([&] { measure_read_bandwidth(o); }, {"buffer", "4096"});
+}
+
+TEST(MemoryBandwidth, DefaultBufferIsWellPastTheLastLevelCache) {
+  constexpr std::uint64_t MiB = std::uint64_t{1} << 20;
+  EXPECT_EQ(default_bandwidth_buffer_bytes(0), 512 * MiB);         // unknown cache: still past any LLC of 128 MiB
+  EXPECT_EQ(default_bandwidth_buffer_bytes(32 * MiB), 512 * MiB);  // a desktop: the floor
+  EXPECT_EQ(default_bandwidth_buffer_bytes(480 * MiB), 1920 * MiB);  // this VM's reported L3: 4x
+  EXPECT_EQ(default_bandwidth_buffer_bytes(4096 * MiB), 2048 * MiB);  // capped: memory is for the model
+}
+
+}  // namespace
+}  // namespace fp4serve

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""fp4serve and llama.cpp side by side on the same NVFP4 weights, same threads, one run.
+
+    tools/compare_llama_cpp.py CHECKPOINT_DIR [--fp4serve BIN] [-t 2] [-p 512] [-n 128] [-r 3]
+                               [--work /tmp/fp4serve-llama] [--json]
+
+1. builds llama-bench from the llama-cpp-python sdist (tools/build_llama_bench.sh; outside the
+   repository, never committed);
+2. writes CHECKPOINT_DIR as a GGUF with NVFP4 tensors (tools/export_gguf_nvfp4.py) into the work
+   directory, unless it is already there and newer than the checkpoint;
+3. runs `fp4serve bench` (batch 1, plus any --fp4serve-arg) and `llama-bench` with the same -t/-p/-n/-r, one after the
+   other, and prints both with the ratios and the load average around each (the machine may be
+   shared: compare ratios from one run, not absolute numbers across runs).
+Only the standard library; the exporter needs numpy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parent
+
+
+def loadavg() -> float:
+    return os.getloadavg()[0]
+
+
+def run_json(cmd: list[str]) -> object:
+    print("+ " + " ".join(cmd), file=sys.stderr)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    # llama-bench -o json prints one array; fp4serve bench --json one object (last line).
+    text = out.strip()
+    return json.loads(text if text.startswith("[") else text.splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint", type=Path)
+    ap.add_argument("--fp4serve", default=shutil.which("fp4serve") or "build/release/fp4serve")
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/fp4serve-llama"))
+    ap.add_argument("--fp4serve-arg", action="append", default=[],
+                    help="extra argument for fp4serve bench, e.g. --fp4serve-arg=--allow-bf16-activations (repeatable)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = ap.parse_args()
+    if not (args.checkpoint / "config.json").is_file():
+        print(f"error: {args.checkpoint} has no config.json", file=sys.stderr)
+        return 1
+    if not Path(args.fp4serve).is_file():
+        print(f"error: fp4serve binary {args.fp4serve} not found (--fp4serve PATH)", file=sys.stderr)
+        return 1
+
+    llama_bench = subprocess.run([str(TOOLS / "build_llama_bench.sh"), str(args.work)], check=True,
+                                 stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+    gguf_path = args.work / (args.checkpoint.resolve().name + ".nvfp4.gguf")
+    newest = max(p.stat().st_mtime for p in args.checkpoint.iterdir())
+    if not gguf_path.exists() or gguf_path.stat().st_mtime < newest:
+        subprocess.run([sys.executable, str(TOOLS / "export_gguf_nvfp4.py"), str(args.checkpoint), str(gguf_path)],
+                       check=True)
+
+    common = ["-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen)]
+    load_before = loadavg()
+    ours = run_json([args.fp4serve, "bench", "-m", str(args.checkpoint), *common, "--reps", str(args.reps),
+                     "--batch", "1", "--json", *args.fp4serve_arg])
+    load_mid = loadavg()
+    theirs = run_json([llama_bench, "-m", str(gguf_path), *common, "-r", str(args.reps), "-o", "json"])
+    load_after = loadavg()
+
+    rows = []
+    for test in ours["tests"]:
+        kind = test["test"][:2]
+        mine = test["tokens_per_s"]["median"]
+        other = None
+        for t in theirs:
+            if kind == "pp" and t.get("n_prompt") == args.n_prompt and t.get("n_gen") == 0:
+                other = t["avg_ts"]
+            if kind == "tg" and t.get("n_gen") == args.n_gen and t.get("n_prompt") == 0:
+                other = t["avg_ts"]
+        rows.append({"test": test["test"], "fp4serve_tps": mine, "llama_cpp_tps": other,
+                     "ratio": mine / other if other else None})
+    result = {
+        "checkpoint": str(args.checkpoint), "gguf": str(gguf_path), "threads": args.threads,
+        "fp4serve_args": args.fp4serve_arg, "fp4serve_kernels": {f["family"]: f.get("chosen") for f in ours["kernels"].get("families", [])},
+        "load_average": {"before": load_before, "between": load_mid, "after": load_after},
+        "bandwidth_gb_per_s": ours["bandwidth"]["best_gb_per_s"],
+        "roofline_tokens_per_s": ours["roofline"]["decode_tokens_per_s"],
+        "llama_cpp_build": theirs[0].get("build_commit") if theirs else None,
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{args.checkpoint} | threads {args.threads} | reps {args.reps} | load average "
+          f"{load_before:.1f} / {load_mid:.1f} / {load_after:.1f} (before / between / after)")
+    print(f"fp4serve {' '.join(args.fp4serve_arg) or '(auto backends)'}: {result['fp4serve_kernels']}")
+    print(f"memory read bandwidth {result['bandwidth_gb_per_s']:.1f} GB/s; decode roofline "
+          f"{result['roofline_tokens_per_s']:.1f} tokens/s; llama.cpp build {result['llama_cpp_build']}")
+    print("| test | fp4serve t/s | llama.cpp t/s | fp4serve / llama.cpp |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        other = f"{r['llama_cpp_tps']:.2f}" if r["llama_cpp_tps"] else "-"
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] else "-"
+        print(f"| {r['test']} | {r['fp4serve_tps']:.2f} | {other} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
