@@ -113,9 +113,11 @@ const std::set<std::string> kCommonFields = {
 GenerationOptions parse_common(const json& j) {
   GenerationOptions o;
   const json* model = field(j, "model");
-  if (!model) invalid_param("model", "'model' is required", "missing_required_parameter");
-  if (!model->is_string()) wrong_type("model", "a string", *model);
-  o.model = model->get<std::string>();
+  // Optional, as in vLLM and llama-server: absent means the model this server serves.
+  if (model) {
+    if (!model->is_string()) wrong_type("model", "a string", *model);
+    o.model = model->get<std::string>();
+  }
 
   if (auto v = get_integer(j, "max_tokens", 1, kMaxTokens)) o.max_tokens = *v;
   if (auto v = get_integer(j, "max_completion_tokens", 1, kMaxTokens)) o.max_tokens = *v;

@@ -69,7 +69,7 @@ std::vector<std::int32_t> encode(const ModelContext& m, const std::string& text,
 }  // namespace
 
 void check_model_name(const ModelContext& m, const std::string& model) {
-  if (model != m.served_name) {
+  if (!model.empty() && model != m.served_name) {
     throw ApiError(404, "The model '" + model + "' does not exist; this server serves '" + m.served_name + "'",
                    "invalid_request_error", "model", "model_not_found");
   }

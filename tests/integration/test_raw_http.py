@@ -47,13 +47,11 @@ def test_malformed_bodies_get_400(server, raw):
     ({"seed": "x"}, "seed"),
     ({"tools": {}}, "tools"),
     ({"unknown_field": 1}, "unknown_field"),
-    ({"model": None}, "model"),
+    ({"model": 7}, "model"),
 ])
 def test_wrong_types_and_values_name_the_parameter(server, patch, param):
     body = dict(GOOD)
     body.update(patch)
-    if patch.get("model", 0) is None:
-        del body["model"]
     if patch.get("messages", 0) is None:
         del body["messages"]
     assert_error(post(server, CHAT, body), 400, param)
@@ -63,6 +61,14 @@ def test_completions_prompt_errors(server):
     assert_error(post(server, "/v1/completions", {"model": "tiny", "prompt": [99999999]}), 400, "prompt")
     assert_error(post(server, "/v1/completions", {"model": "tiny", "prompt": ["a", "b"]}), 400, "prompt")
     assert_error(post(server, "/v1/completions", {"model": "tiny"}), 400, "prompt")
+
+
+def test_model_may_be_omitted_as_in_vllm(server):
+    body = dict(GOOD)
+    del body["model"]
+    status, reply = post(server, CHAT, body)
+    assert status == 200, reply
+    assert reply["model"] == "tiny"
 
 
 def test_unknown_model_route_and_method(server):

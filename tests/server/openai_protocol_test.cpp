@@ -94,11 +94,15 @@ TEST(ChatRequest, AssistantToolCallTurnsAndToolsAreKept) {
   EXPECT_TRUE(none.tools.is_null());
 }
 
+TEST(ChatRequest, ModelMayBeOmittedAsInVllm) {
+  const auto r = parse_chat_completion_request(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(r.options.model, "");  // the served model
+}
+
 TEST(ChatRequest, MalformedBodiesAreRejected) {
   chat_rejects("{", "", "not valid JSON");
   chat_rejects("", "", "not valid JSON");
   chat_rejects("[1]", "", "must be a JSON object");
-  chat_rejects(R"({"messages": [{"role": "user", "content": "hi"}]})", "model", "'model' is required");
   chat_rejects(R"({"model": 3, "messages": []})", "model", "must be a string");
   chat_rejects(R"({"model": "m"})", "messages", "'messages' is required");
   chat_rejects(R"({"model": "m", "messages": []})", "messages", "at least one");
