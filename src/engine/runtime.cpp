@@ -2,44 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 
-#include <nlohmann/json.hpp>
-
+#include "engine/generation_config.h"
 #include "util/error.h"
 
 namespace fp4serve::engine {
-
-namespace {
-
-// generation_config.json's eos_token_id (an id or a list), which chat models use to stop on
-// <|im_end|> as well as <|endoftext|>.
-std::vector<std::int32_t> generation_config_eos(const std::filesystem::path& dir) {
-  const std::filesystem::path path = dir / "generation_config.json";
-  std::vector<std::int32_t> out;
-  std::ifstream in(path);
-  if (!in) return out;
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    fail(path.string(), ": not valid JSON: ", e.what());
-  }
-  const auto it = doc.find("eos_token_id");
-  if (it == doc.end() || it->is_null()) return out;
-  auto add = [&](const nlohmann::json& v) {
-    if (!v.is_number_integer()) fail(path.string(), ": eos_token_id must be an integer or a list of integers");
-    out.push_back(v.get<std::int32_t>());
-  };
-  if (it->is_array()) {
-    for (const auto& v : *it) add(v);
-  } else {
-    add(*it);
-  }
-  return out;
-}
-
-}  // namespace
 
 const tokenizer::Tokenizer& Runtime::require_tokenizer() const {
   if (!tokenizer) {
@@ -65,7 +32,9 @@ Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOption
     }
   }
   for (std::int64_t id : weights.config.eos_token_ids) rt.stop_tokens.push_back(static_cast<std::int32_t>(id));
-  for (std::int32_t id : generation_config_eos(model_dir)) {
+  const GenerationConfig generation = read_generation_config(model_dir);
+  rt.sampling_defaults = generation.sampling;
+  for (std::int32_t id : generation.eos_token_ids) {
     if (std::find(rt.stop_tokens.begin(), rt.stop_tokens.end(), id) == rt.stop_tokens.end()) rt.stop_tokens.push_back(id);
   }
   rt.kernels = kernels::select_kernels(options.backends, weights.config, weights.quantization);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/generation_config.h"
 #include "kernels/registry.h"
 #include "model/model_weights.h"
 #include "model/causal_lm.h"
@@ -28,6 +29,7 @@ struct Runtime {
   std::unique_ptr<CausalLM> model;  // the class for the checkpoint's model_type
   std::optional<tokenizer::Tokenizer> tokenizer;  // absent without tokenizer.json
   std::vector<std::int32_t> stop_tokens;          // config.json and generation_config.json eos ids
+  SamplingDefaults sampling_defaults;             // generation_config.json's recommended sampling
   std::vector<std::string> warnings;              // quantization and weight-loading notes
   std::optional<WeightCheckReport> weight_check;  // with check_weights
   double load_seconds = 0.0;                      // weights, kernel selection, tokenizer
