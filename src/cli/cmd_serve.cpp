@@ -47,6 +47,7 @@ struct ServeArgs {
   std::int64_t max_queue = 256;
   std::int64_t prefill_chunk = 256;
   std::string max_body = "32MiB";
+  std::string generation_config = "auto";
   bool w4a4 = false;
   bool check_weights = false;
   kernels::BackendOptions backends;
@@ -150,6 +151,11 @@ void serve(ServeArgs& a) {
   model.eos_tokens = rt.stop_tokens;
   model.max_model_len = scheduler.options().max_model_len;
   model.has_reasoning_tags = tok.token_to_id("<think>").has_value() && tok.token_to_id("</think>").has_value();
+  if (a.generation_config == "auto") model.sampling_defaults = rt.sampling_defaults;
+  std::cerr << "serve: default sampling for fields a request leaves out: "
+            << (model.sampling_defaults.empty() ? std::string("OpenAI's (temperature 1, top_p 1)")
+                                                : model.sampling_defaults.describe() + " (generation_config.json)")
+            << "\n";
   server::CompletionService service(scheduler, model, http.metrics());
   kernels::KernelSelection* selection = rt.kernels.get();
   http.set_ready(&service, [&scheduler] { return scheduler.stats(); }, [selection] { return selection->report(); });
@@ -197,6 +203,11 @@ void register_serve(CLI::App& app) {
                   "Tokens per scheduler step (decode tokens plus prompt chunks)")
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", a->max_body, "Larger request bodies get 413")->capture_default_str();
+  cmd->add_option("--generation-config", a->generation_config,
+                  "auto: requests that leave out temperature/top_p/top_k/min_p/repetition_penalty get the values "
+                  "of the model's generation_config.json (as vLLM does); vllm or none: OpenAI's defaults")
+      ->check(CLI::IsMember({"auto", "vllm", "none"}))
+      ->capture_default_str();
   cmd->add_flag("--w4a4", a->w4a4, "NVFP4 with activations quantized by each layer's input_scale (default W4A16)");
   cmd->add_flag("--check-weights", a->check_weights, "Scan every weight and scale for NaN/Inf before serving");
   kernels::add_backend_options(*cmd, a->backends);

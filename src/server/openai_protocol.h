@@ -22,14 +22,16 @@ namespace fp4serve::server {
 struct GenerationOptions {
   std::string model;
   std::optional<std::int64_t> max_tokens;  // max_completion_tokens wins over max_tokens
-  double temperature = 1.0;
-  double top_p = 1.0;
-  std::int64_t top_k = 0;  // 0 = off (-1 is accepted as off, as vLLM does)
-  double min_p = 0.0;
+  // Unset: the model's generation_config.json recommendation if it has one, else OpenAI's default
+  // (request_builder.h decides).
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<std::int64_t> top_k;  // 0 = off (-1 is accepted as off, as vLLM does)
+  std::optional<double> min_p;
   std::optional<std::uint64_t> seed;
   double presence_penalty = 0.0;
   double frequency_penalty = 0.0;
-  double repetition_penalty = 1.0;
+  std::optional<double> repetition_penalty;
   std::vector<std::string> stop;  // at most 4
   bool include_stop_str_in_output = false;
   std::vector<std::int32_t> stop_token_ids;

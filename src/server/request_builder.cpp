@@ -9,16 +9,17 @@ namespace fp4serve::server {
 
 namespace {
 
-engine::SamplingParams sampling_of(const GenerationOptions& o) {
+// A field the request sets wins; then the model's recommendation; then OpenAI's default.
+engine::SamplingParams sampling_of(const GenerationOptions& o, const engine::SamplingDefaults& d) {
   engine::SamplingParams s;
-  s.temperature = o.temperature;
-  s.top_p = o.top_p;
-  s.top_k = o.top_k;
-  s.min_p = o.min_p;
+  s.temperature = o.temperature.value_or(d.temperature.value_or(1.0));
+  s.top_p = o.top_p.value_or(d.top_p.value_or(1.0));
+  s.top_k = o.top_k.value_or(d.top_k.value_or(0));
+  s.min_p = o.min_p.value_or(d.min_p.value_or(0.0));
   s.seed = o.seed;
   s.presence_penalty = o.presence_penalty;
   s.frequency_penalty = o.frequency_penalty;
-  s.repetition_penalty = o.repetition_penalty;
+  s.repetition_penalty = o.repetition_penalty.value_or(d.repetition_penalty.value_or(1.0));
   return s;
 }
 
@@ -45,7 +46,7 @@ void finish_spec(const ModelContext& m, const GenerationOptions& o, const char* 
                   "context_length_exceeded");
   }
   b.spec.max_new_tokens = o.max_tokens ? *o.max_tokens : room;
-  b.spec.sampling = sampling_of(o);
+  b.spec.sampling = sampling_of(o, m.sampling_defaults);
   b.spec.ignore_eos = o.ignore_eos;
   if (!o.ignore_eos) b.spec.stop_tokens = m.eos_tokens;
   for (std::int32_t id : o.stop_token_ids) {

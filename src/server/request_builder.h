@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/generation_config.h"
 #include "engine/scheduler.h"
 #include "server/openai_protocol.h"
 #include "tokenizer/chat_template.h"
@@ -21,6 +22,8 @@ struct ModelContext {
   std::vector<std::int32_t> eos_tokens;
   std::int64_t max_model_len = 0;
   bool has_reasoning_tags = false;  // the vocabulary has <think> and </think>
+  // generation_config.json's sampling, for fields a request leaves out (--generation-config auto).
+  engine::SamplingDefaults sampling_defaults;
 };
 
 struct BuiltRequest {
