@@ -6,7 +6,7 @@ the two hybrid architectures: Qwen3.5-MoE (`qwen3_5_moe`) and Qwen3-Next (`qwen3
 random models with Gated DeltaNet layers 0-2 and gated full attention in layer 3.
 
 What each fixture records: the logits (fp32) at every position of a prompt followed by its
-greedy continuation (GREEDY_STEPS tokens, each the argmax of a full forward of everything
+greedy continuation (base.GREEDY_STEPS tokens, each the argmax of a full forward of everything
 before it, i.e. transformers' chunked delta rule), the greedy ids and their text (one token per
 byte). Prompts are longer than the delta rule's chunk (64); the long one is longer than the
 engine's prefill chunk (256), so both run more than one chunk.
@@ -32,8 +32,6 @@ Rerun: `python tools/make_hybrid_oracle_fixtures.py` (or `--only NAME`). CPU onl
 
 from __future__ import annotations
 
-import argparse
-import copy
 import json
 import shutil
 import sys
@@ -42,7 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,12 +47,10 @@ import make_oracle_fixtures as base  # noqa: E402
 from transformers import (Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig, Qwen3NextConfig,  # noqa: E402
                           Qwen3NextForCausalLM)
 
-GREEDY_STEPS = base.GREEDY_STEPS
+GENERATOR = "tools/make_hybrid_oracle_fixtures.py"
 SHORT_PROMPT = "Gated DeltaNet layers carry a recurrent state; full attention keeps a paged KV cache."
 LONG_PROMPT = ("The quick brown fox jumps over the lazy dog while the engine prefills a long prompt. " * 4).strip()
-MIN_GREEDY_MARGIN = base.MIN_GREEDY_MARGIN
-MIN_ROUTER_MARGIN = 2e-5
-MIN_DISTINCT = base.MIN_DISTINCT
+MIN_ROUTER_MARGIN = 2e-5  # the greedy and distinct-token margins are make_oracle_fixtures'
 
 
 @dataclass
@@ -129,69 +124,22 @@ def random_model(fx: Fixture, seed: int):
     torch.manual_seed(seed)
     cls = Qwen3_5MoeForCausalLM if fx.arch == "qwen3_5_moe" else Qwen3NextForCausalLM
     model = cls(cfg).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("A_log"):
-                v = torch.log(0.02 + 0.48 * torch.rand(p.shape, generator=g))
-            elif name.endswith("dt_bias"):
-                v = 0.5 * torch.randn(p.shape, generator=g)
-            elif name.endswith("linear_attn.norm.weight"):
-                v = 1.0 + 0.2 * torch.randn(p.shape, generator=g)
-            elif p.dim() == 1:
-                v = 0.2 * torch.randn(p.shape, generator=g)
-            elif "embed_tokens" in name:
-                v = 0.2 * torch.randn(p.shape, generator=g)
-            elif "conv1d" in name:
-                v = 0.5 * torch.randn(p.shape, generator=g)
-            else:
-                v = torch.randn(p.shape, generator=g) * p.shape[-1] ** -0.5
-            p.copy_(v.to(torch.bfloat16).to(torch.float32))
+
+    def draw(name: str, p: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        if name.endswith("A_log"):
+            return torch.log(0.02 + 0.48 * torch.rand(p.shape, generator=g))
+        if name.endswith("dt_bias"):
+            return 0.5 * torch.randn(p.shape, generator=g)
+        if name.endswith("linear_attn.norm.weight"):
+            return 1.0 + 0.2 * torch.randn(p.shape, generator=g)
+        if p.dim() == 1 or "embed_tokens" in name:
+            return 0.2 * torch.randn(p.shape, generator=g)
+        if "conv1d" in name:
+            return 0.5 * torch.randn(p.shape, generator=g)
+        return base.linear_init(p, g)
+
+    base.fill_bf16_exact(model, seed, draw)
     return model
-
-
-class RouterMargins:
-    """min over tokens and layers of p_k - p_{k+1} of the sorted router probabilities."""
-
-    def __init__(self, model):
-        self.min = float("inf")
-        self.handles = [m.register_forward_hook(self.hook) for m in model.modules()
-                        if type(m).__name__ in ("Qwen3_5MoeTopKRouter", "Qwen3NextTopKRouter")]
-
-    def hook(self, mod, inputs, output):
-        x = inputs[0].reshape(-1, mod.hidden_dim)
-        top = torch.sort(torch.softmax(F.linear(x, mod.weight), dim=-1, dtype=torch.float), descending=True).values
-        self.min = min(self.min, float((top[:, mod.top_k - 1] - top[:, mod.top_k]).min()))
-
-    def close(self):
-        for h in self.handles:
-            h.remove()
-
-
-@torch.no_grad()
-def greedy_oracle(model, prompt_ids: list[int]) -> dict:
-    ids = list(prompt_ids)
-    for _ in range(GREEDY_STEPS):
-        ids.append(int(torch.argmax(model(torch.tensor([ids])).logits[0, -1])))
-    margins = RouterMargins(model)
-    logits = model(torch.tensor([ids])).logits[0].float()
-    margins.close()
-    greedy = ids[len(prompt_ids):]
-    step_margin = float("inf")
-    for i, tok in enumerate(greedy):
-        row = logits[len(prompt_ids) - 1 + i]
-        top2 = torch.topk(row, 2)
-        if int(top2.indices[0]) != tok:
-            step_margin = -1.0
-            break
-        step_margin = min(step_margin, float((top2.values[0] - top2.values[1]) / row.abs().max()))
-    return {"ids": ids, "greedy": greedy, "logits": logits, "greedy_margin": step_margin,
-            "router_margin": margins.min}
-
-
-def acceptable(r: dict) -> bool:
-    return (r["greedy_margin"] >= MIN_GREEDY_MARGIN and r["router_margin"] >= MIN_ROUTER_MARGIN
-            and len(set(r["greedy"])) >= MIN_DISTINCT)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -279,50 +227,21 @@ def check_release(fx: Fixture, model, out: Path) -> None:
 # ----------------------------------------------------------------------------------------------
 # NVFP4 (ModelOpt, routed experts only)
 
-def modelopt_export(model, calib_ids: list[int], out: Path) -> None:
-    import modelopt.torch.quantization as mtq
-    from modelopt.torch.export import export_hf_checkpoint
-
-    qmodel = copy.deepcopy(model).to(torch.bfloat16)
-    qcfg = copy.deepcopy(mtq.NVFP4_DEFAULT_CFG)
-    # nvidia/Qwen3.5-397B-A17B-NVFP4 (V1): "NVFP4 quantization of linear operators within the MoE
-    # blocks" -- the routed experts only.
-    for pattern in ("*linear_attn*", "*self_attn*", "*shared_expert*", "*mlp.gate_proj*", "*mlp.up_proj*",
-                    "*mlp.down_proj*"):
-        qcfg["quant_cfg"].append({"quantizer_name": pattern, "enable": False})
-    mtq.quantize(qmodel, qcfg, lambda m: m(torch.tensor([calib_ids])))
-    export_hf_checkpoint(qmodel, export_dir=str(out))
+# nvidia/Qwen3.5-397B-A17B-NVFP4 (V1): "NVFP4 quantization of linear operators within the MoE
+# blocks" -- the routed experts only; these quantizers stay off.
+NOT_QUANTIZED = ("*linear_attn*", "*self_attn*", "*shared_expert*", "*mlp.gate_proj*", "*mlp.up_proj*",
+                 "*mlp.down_proj*")
 
 
 def model_name(ckpt_module: str) -> str:
     return ckpt_module.replace("model.language_model.", "model.", 1)
 
 
-def load_dequantized(model, weights: dict[str, torch.Tensor]):
-    ref = copy.deepcopy(model)
-    w = {model_name(k): v for k, v in weights.items()}
-    with torch.no_grad():
-        for name, p in ref.named_parameters():
-            if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
-                prefix = name.rsplit(".", 1)[0]
-                for e in range(p.shape[0]):
-                    if name.endswith("gate_up_proj"):
-                        p[e].copy_(torch.cat([w[f"{prefix}.{e}.gate_proj"], w[f"{prefix}.{e}.up_proj"]]))
-                    else:
-                        p[e].copy_(w[f"{prefix}.{e}.down_proj"])
-            elif name.endswith(".weight") and name[: -len(".weight")] in w:
-                p.copy_(w[name[: -len(".weight")]])
-    return ref
-
-
 def install_w4a4(model, input_scales: dict[str, float]) -> None:
     scales = {model_name(k): v for k, v in input_scales.items()}
     for name, mod in model.named_modules():
         if type(mod).__name__ in ("Qwen3_5MoeExperts", "Qwen3NextExperts"):
-            g = lambda s: 1.0 / torch.tensor(s, dtype=torch.float32)  # noqa: E731
-            per_expert = [tuple(g(scales[f"{name}.{e}.{p}"]) for p in ("gate_proj", "up_proj", "down_proj"))
-                          for e in range(mod.num_experts)]
-            mod.forward = base.experts_w4a4_forward(mod, per_expert)
+            mod.forward = base.experts_w4a4_forward(mod, name, scales)
         elif isinstance(mod, torch.nn.Linear) and name in scales:
             raise SystemExit(f"unexpected quantized Linear {name}: only routed experts should be NVFP4")
 
@@ -330,16 +249,16 @@ def install_w4a4(model, input_scales: dict[str, float]) -> None:
 def build_nvfp4(fx: Fixture, out: Path, base_fx: Fixture, base_seed: int, prompt_ids: list[int], tok) -> None:
     for seed in range(base_seed, base_seed + 200):
         model = random_model(base_fx, seed)
-        calib = greedy_oracle(model, prompt_ids)["ids"]
+        calib = base.greedy_oracle(model, prompt_ids)["ids"]
         with tempfile.TemporaryDirectory() as tmp:
             mo = Path(tmp) / "modelopt"
-            modelopt_export(model, calib, mo)
+            base.modelopt_export(model, calib, mo, disabled=NOT_QUANTIZED)
             weights, input_scales = base.dequantized_state(mo, "modelopt")
-            ref = load_dequantized(model, weights)
-            variants = {"default": greedy_oracle(ref, prompt_ids)}
+            ref = base.load_dequantized(model, {model_name(k): v for k, v in weights.items()})
+            variants = {"default": base.greedy_oracle(ref, prompt_ids)}
             install_w4a4(ref, input_scales)
-            variants["w4a4"] = greedy_oracle(ref, prompt_ids)
-            if all(acceptable(v) for v in variants.values()):
+            variants["w4a4"] = base.greedy_oracle(ref, prompt_ids)
+            if all(base.acceptable(v, MIN_ROUTER_MARGIN) for v in variants.values()):
                 out.mkdir(parents=True)
                 for name in ("config.json", "model.safetensors", "hf_quant_config.json"):
                     shutil.copy(mo / name, out / name)
@@ -348,7 +267,7 @@ def build_nvfp4(fx: Fixture, out: Path, base_fx: Fixture, base_seed: int, prompt
         raise SystemExit(f"{fx.name}: no seed gave clear margins")
     tidy_config(out / "config.json")
     tok.save(str(out / "tokenizer.json"))
-    write_oracle(out, fx, prompt_ids, variants, seed, tok)
+    base.write_oracle(out, fx, fx.prompt, prompt_ids, variants, seed, tok, GENERATOR)
 
 
 def tidy_config(path: Path) -> None:
@@ -360,49 +279,27 @@ def tidy_config(path: Path) -> None:
 
 # ----------------------------------------------------------------------------------------------
 
-def write_oracle(out: Path, fx: Fixture, prompt_ids, variants, seed, tok) -> None:
-    tensors, meta = {}, {}
-    for vname, r in variants.items():
-        tensors[f"{vname}.logits"] = r["logits"].contiguous()
-        tensors[f"{vname}.ids"] = torch.tensor(r["ids"], dtype=torch.int64)
-        meta[vname] = {"greedy_ids": r["greedy"], "greedy_text": tok.decode(r["greedy"], skip_special_tokens=False),
-                       "min_greedy_margin": r["greedy_margin"], "min_router_margin": r["router_margin"]}
-    save_file(tensors, str(out / "oracle.safetensors"), metadata={"generator": "tools/make_hybrid_oracle_fixtures.py"})
-    doc = {"name": fx.name, "description": fx.description, "arch": fx.arch, "checkpoint": fx.quant, "seed": seed,
-           "prompt_text": fx.prompt, "prompt_ids": prompt_ids, "greedy_steps": GREEDY_STEPS, "variants": meta,
-           "generator": "tools/make_hybrid_oracle_fixtures.py", "versions": base.VERSIONS}
-    (out / "oracle.json").write_text(json.dumps(doc, indent=1) + "\n")
-
-
 def build_bf16(fx: Fixture, out: Path, prompt_ids, tok) -> int:
     for seed in range(200):
         model = random_model(fx, seed)
-        r = greedy_oracle(model, prompt_ids)
-        if acceptable(r):
+        r = base.greedy_oracle(model, prompt_ids)
+        if base.acceptable(r, MIN_ROUTER_MARGIN):
             break
     else:
         raise SystemExit(f"{fx.name}: no seed gave clear margins")
     out.mkdir(parents=True)
     write_release(fx, model, out)
     tok.save(str(out / "tokenizer.json"))
-    write_oracle(out, fx, prompt_ids, {"default": r}, seed, tok)
+    base.write_oracle(out, fx, fx.prompt, prompt_ids, {"default": r}, seed, tok, GENERATOR)
     print(f"{fx.name}: seed {seed}, greedy margin {r['greedy_margin']:.2e}, router margin {r['router_margin']:.2e}")
     return seed
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/data/oracle_hybrid")
-    ap.add_argument("--only", help="build only this fixture (reusing its base's seed when present)")
-    args = ap.parse_args()
-    torch.set_num_threads(1)
+    args = base.command_line(__doc__, "oracle_hybrid", "build only this fixture (reusing its base's seed when present)",
+                             [fx.name for fx in FIXTURES])
     tok = base.byte_tokenizer()
     by_name = {fx.name: fx for fx in FIXTURES}
-    if args.only and args.only not in by_name:
-        raise SystemExit(f"unknown fixture {args.only}")
-    if args.only is None and args.out.exists():
-        shutil.rmtree(args.out)
-    args.out.mkdir(parents=True, exist_ok=True)
     seeds: dict[str, int] = {}
     for fx in FIXTURES:
         out = args.out / fx.name

@@ -83,6 +83,9 @@ GREEDY_STEPS = 32
 MIN_GREEDY_MARGIN = 1e-3   # (top1 - top2) / max|logit| at every generated step
 MIN_ROUTER_MARGIN = 1e-4   # p_k - p_{k+1} of the sorted router probabilities, every token and layer
 MIN_DISTINCT = 8           # distinct tokens in the greedy continuation (random models love loops)
+# The MoE router modules of every architecture the fixture scripts build (transformers v5 names);
+# tools/make_hybrid_oracle_fixtures.py shares RouterMargins and greedy_oracle with this script.
+ROUTER_TYPES = ("Qwen3MoeTopKRouter", "Qwen3_5MoeTopKRouter", "Qwen3NextTopKRouter")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -196,17 +199,30 @@ def random_model(fx: Fixture, seed: int):
     cfg = make_config(fx)
     torch.manual_seed(seed)
     model = model_class(fx.arch)(cfg).eval()
+
+    def draw(name: str, p: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+        if p.dim() == 1:
+            return 1.0 + 0.2 * torch.randn(p.shape, generator=g)
+        if "embed_tokens" in name:
+            return 0.2 * torch.randn(p.shape, generator=g)
+        return linear_init(p, g)
+
+    fill_bf16_exact(model, seed, draw)
+    return model
+
+
+def linear_init(p: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """N(0, 1/fan_in): activations keep unit scale through the layer."""
+    return torch.randn(p.shape, generator=g) * p.shape[-1] ** -0.5
+
+
+def fill_bf16_exact(model, seed: int, draw) -> None:
+    """Sets every parameter, in order, to draw(name, param, generator) rounded to bf16 (held in
+    fp32), so a bf16 checkpoint of the model holds exactly the weights the reference ran with."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1:
-                v = 1.0 + 0.2 * torch.randn(p.shape, generator=g)
-            elif "embed_tokens" in name:
-                v = 0.2 * torch.randn(p.shape, generator=g)
-            else:
-                v = torch.randn(p.shape, generator=g) * p.shape[-1] ** -0.5
-            p.copy_(v.to(torch.bfloat16).to(torch.float32))
-    return model
+            p.copy_(draw(name, p, g).to(torch.bfloat16).to(torch.float32))
 
 
 class RouterMargins:
@@ -216,7 +232,7 @@ class RouterMargins:
         self.min = float("inf")
         self.handles = []
         for mod in model.modules():
-            if type(mod).__name__ == "Qwen3MoeTopKRouter":
+            if type(mod).__name__ in ROUTER_TYPES:
                 self.handles.append(mod.register_forward_hook(self.hook))
 
     def hook(self, mod, inputs, output):
@@ -254,8 +270,8 @@ def greedy_oracle(model, prompt_ids: list[int]) -> dict:
             "router_margin": margins.min}
 
 
-def acceptable(result: dict) -> bool:
-    return (result["greedy_margin"] >= MIN_GREEDY_MARGIN and result["router_margin"] >= MIN_ROUTER_MARGIN
+def acceptable(result: dict, min_router_margin: float = MIN_ROUTER_MARGIN) -> bool:
+    return (result["greedy_margin"] >= MIN_GREEDY_MARGIN and result["router_margin"] >= min_router_margin
             and len(set(result["greedy"])) >= MIN_DISTINCT)
 
 
@@ -286,17 +302,23 @@ def vllm_ref_quant_dequant(x: torch.Tensor, global_scale: torch.Tensor, block: i
     return deq.reshape(shape)
 
 
-def modelopt_export(model, calib_ids: list[int], out: Path, fp8: bool = False) -> None:
+def modelopt_export(model, calib_ids: list[int], out: Path, cfg_name: str = "NVFP4_DEFAULT_CFG",
+                    disabled: tuple[str, ...] = ()) -> None:
+    """Quantizes a bf16 copy of `model` with ModelOpt's config `cfg_name`, calibrated on `calib_ids`,
+    and exports it to `out`; quantizers matching a pattern in `disabled` stay off (left BF16)."""
     import modelopt.torch.quantization as mtq
     from modelopt.torch.export import export_hf_checkpoint
 
     qmodel = copy.deepcopy(model).to(torch.bfloat16)
     qmodel.config._experts_implementation = "eager"
+    qcfg = copy.deepcopy(getattr(mtq, cfg_name))
+    for pattern in disabled:
+        qcfg["quant_cfg"].append({"quantizer_name": pattern, "enable": False})
 
     def calibrate(m):
         m(torch.tensor([calib_ids]))
 
-    mtq.quantize(qmodel, mtq.FP8_DEFAULT_CFG if fp8 else mtq.NVFP4_DEFAULT_CFG, calibrate)
+    mtq.quantize(qmodel, qcfg, calibrate)
     export_hf_checkpoint(qmodel, export_dir=str(out))
 
 
@@ -362,9 +384,10 @@ def dequantized_state(ckpt: Path, kind: str) -> tuple[dict[str, torch.Tensor], d
     return weights, input_scales
 
 
-def load_dequantized(fx: Fixture, base_model, weights: dict[str, torch.Tensor]):
-    """A fresh fp32 transformers model holding the dequantized weights. transformers v5 keeps the
-    experts fused ([E, 2I, H] gate_up_proj, [E, H, I] down_proj); the checkpoint is per expert."""
+def load_dequantized(base_model, weights: dict[str, torch.Tensor]):
+    """A fresh fp32 transformers model holding the dequantized weights (keyed by the model's module
+    names). transformers v5 keeps the experts fused ([E, 2I, H] gate_up_proj, [E, H, I] down_proj);
+    the checkpoint is per expert."""
     model = copy.deepcopy(base_model)
     params = dict(model.named_parameters())
     with torch.no_grad():
@@ -384,25 +407,27 @@ def load_dequantized(fx: Fixture, base_model, weights: dict[str, torch.Tensor]):
     return model
 
 
+def input_global(scale: float) -> torch.Tensor:
+    """The global scale vLLM quantizes activations with: 1 / input_scale."""
+    return 1.0 / torch.tensor(scale, dtype=torch.float32)
+
+
 def install_w4a4(model, input_scales: dict[str, float]) -> None:
     """Fake-quantize the input of every quantized Linear and expert projection (vLLM emulation)."""
-    def g(scale: float) -> torch.Tensor:
-        return 1.0 / torch.tensor(scale, dtype=torch.float32)
-
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.Linear) and name in input_scales:
-            gs = g(input_scales[name])
+            gs = input_global(input_scales[name])
             mod.forward = (lambda m, gs_: lambda x: F.linear(vllm_ref_quant_dequant(x, gs_), m.weight))(mod, gs)
         if type(mod).__name__ == "Qwen3MoeExperts":
-            scales = []
-            for e in range(mod.num_experts):
-                gate, up, down = (input_scales[f"{name}.{e}.{p}"] for p in ("gate_proj", "up_proj", "down_proj"))
-                scales.append((g(gate), g(up), g(down)))
-            mod.forward = experts_w4a4_forward(mod, scales)
+            mod.forward = experts_w4a4_forward(mod, name, input_scales)
 
 
-def experts_w4a4_forward(mod, scales):
-    """Qwen3MoeExperts.forward (eager loop) with per-expert activation fake quantization."""
+def experts_w4a4_forward(mod, name: str, input_scales: dict[str, float]):
+    """The fused experts module `name`'s forward (transformers' eager loop, the same in Qwen3-MoE,
+    Qwen3.5-MoE and Qwen3-Next) with per-expert activation fake quantization."""
+    scales = [tuple(input_global(input_scales[f"{name}.{e}.{p}"]) for p in ("gate_proj", "up_proj", "down_proj"))
+              for e in range(mod.num_experts)]
+
     def forward(hidden_states, top_k_index, top_k_weights):
         final = torch.zeros_like(hidden_states)
         inter = mod.intermediate_dim
@@ -434,8 +459,10 @@ def fix_config(path: Path) -> None:
     path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
-def write_oracle(out: Path, fx: Fixture, prompt_ids: list[int], variants: dict[str, dict], seed: int,
-                 tok: Tokenizer) -> None:
+def write_oracle(out: Path, fx, prompt_text: str, prompt_ids: list[int], variants: dict[str, dict], seed: int,
+                 tok: Tokenizer, generator: str = "tools/make_oracle_fixtures.py") -> None:
+    """oracle.safetensors and oracle.json (see the module docstring) for fixture `fx` (either
+    script's Fixture: name, description, arch, quant)."""
     tensors, meta = {}, {}
     for vname, r in variants.items():
         tensors[f"{vname}.logits"] = r["logits"].contiguous()
@@ -444,10 +471,10 @@ def write_oracle(out: Path, fx: Fixture, prompt_ids: list[int], variants: dict[s
                        "min_greedy_margin": r["greedy_margin"],
                        # null for dense qwen3 (no router)
                        "min_router_margin": None if r["router_margin"] == float("inf") else r["router_margin"]}
-    save_file(tensors, str(out / "oracle.safetensors"), metadata={"generator": "tools/make_oracle_fixtures.py"})
+    save_file(tensors, str(out / "oracle.safetensors"), metadata={"generator": generator})
     doc = {"name": fx.name, "description": fx.description, "arch": fx.arch, "checkpoint": fx.quant,
-           "seed": seed, "prompt_text": PROMPT, "prompt_ids": prompt_ids, "greedy_steps": GREEDY_STEPS,
-           "variants": meta, "generator": "tools/make_oracle_fixtures.py", "versions": VERSIONS}
+           "seed": seed, "prompt_text": prompt_text, "prompt_ids": prompt_ids, "greedy_steps": GREEDY_STEPS,
+           "variants": meta, "generator": generator, "versions": VERSIONS}
     (out / "oracle.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
@@ -469,7 +496,7 @@ def build_bf16(fx: Fixture, out: Path, prompt_ids: list[int], tok: Tokenizer, fi
     model.float()
     tidy_checkpoint(out)
     tok.save(str(out / "tokenizer.json"))
-    write_oracle(out, fx, prompt_ids, {"default": r}, seed, tok)
+    write_oracle(out, fx, PROMPT, prompt_ids, {"default": r}, seed, tok)
     return model, seed, r
 
 
@@ -480,7 +507,8 @@ def build_nvfp4(fx: Fixture, out: Path, base: tuple, prompt_ids: list[int], tok:
         calib = greedy_oracle(model, prompt_ids)["ids"]
         with tempfile.TemporaryDirectory() as tmp:
             mo_dir = Path(tmp) / "modelopt"
-            modelopt_export(model, calib, mo_dir, fp8=fx.quant == "modelopt_fp8")
+            cfg_name = "FP8_DEFAULT_CFG" if fx.quant == "modelopt_fp8" else "NVFP4_DEFAULT_CFG"
+            modelopt_export(model, calib, mo_dir, cfg_name)
             tidy_checkpoint(mo_dir)
             if fx.quant == "ct":
                 ct_convert(mo_dir, Path(tmp) / "ct")
@@ -488,7 +516,7 @@ def build_nvfp4(fx: Fixture, out: Path, base: tuple, prompt_ids: list[int], tok:
             else:
                 ckpt = mo_dir
             weights, input_scales = dequantized_state(ckpt, fx.quant)
-            ref = load_dequantized(fx, model, weights)
+            ref = load_dequantized(model, weights)
             variants = {"default": greedy_oracle(ref, prompt_ids)}
             if fx.quant == "modelopt":
                 install_w4a4(ref, input_scales)
@@ -503,25 +531,33 @@ def build_nvfp4(fx: Fixture, out: Path, base: tuple, prompt_ids: list[int], tok:
     else:
         raise SystemExit(f"{fx.name}: no seed gave clear margins")
     tok.save(str(out / "tokenizer.json"))
-    write_oracle(out, fx, prompt_ids, variants, seed, tok)
+    write_oracle(out, fx, PROMPT, prompt_ids, variants, seed, tok)
+
+
+def command_line(doc: str, data_dir: str, only_help: str, names: list[str]) -> argparse.Namespace:
+    """--out DIR (default tests/data/<data_dir>) and --only NAME, shared by the fixture scripts.
+    Without --only the output folder is rebuilt from scratch. Also pins torch to one thread
+    (deterministic reductions)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/data" / data_dir)
+    ap.add_argument("--only", help=only_help)
+    args = ap.parse_args()
+    if args.only and args.only not in names:
+        raise SystemExit(f"unknown fixture {args.only}")
+    torch.set_num_threads(1)
+    if args.only is None and args.out.exists():
+        shutil.rmtree(args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests/data/oracle")
-    ap.add_argument("--only", help="build only this fixture (its base too)")
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # deterministic reductions
+    args = command_line(__doc__, "oracle", "build only this fixture (its base too)", [fx.name for fx in FIXTURES])
     tok = byte_tokenizer()
     prompt_ids = tok.encode(PROMPT).ids
     assert prompt_ids == list(PROMPT.encode()), prompt_ids
     by_name = {fx.name: fx for fx in FIXTURES}
     wanted = [fx for fx in FIXTURES if args.only in (None, fx.name)]
-    if args.only and not wanted:
-        raise SystemExit(f"unknown fixture {args.only}")
-    if args.only is None and args.out.exists():
-        shutil.rmtree(args.out)
-    args.out.mkdir(parents=True, exist_ok=True)
     seeds: dict[str, int] = {}
     for fx in FIXTURES:
         if fx.quant != "bf16":

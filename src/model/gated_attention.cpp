@@ -5,6 +5,7 @@
 
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
+#include "model/rms_norm.h"
 
 namespace fp4serve::hybrid {
 

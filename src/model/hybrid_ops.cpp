@@ -1,29 +1,8 @@
 #include "model/hybrid_ops.h"
 
+#include "model/rms_norm.h"
+
 namespace fp4serve::hybrid {
-
-namespace {
-
-// Sum of squares with an fp64 accumulator: torch's fp32 reduction differs by rounding only.
-double sum_squares(const float* x, std::int64_t n) {
-  double s = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
-  return s;
-}
-
-}  // namespace
-
-void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const std::vector<float>& gain, double eps,
-              float* out) {
-  const auto feps = static_cast<float>(eps);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = out + r * dim;
-    const auto variance = static_cast<float>(sum_squares(xr, dim) / static_cast<double>(dim));
-    const float inv = 1.0f / std::sqrt(variance + feps);
-    for (std::int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] * inv) * gain[static_cast<std::size_t>(i)];
-  }
-}
 
 void gated_rms_norm(float* x, const float* gate, std::int64_t rows, std::int64_t dim, const std::vector<float>& w,
                     double eps) {
@@ -31,8 +10,7 @@ void gated_rms_norm(float* x, const float* gate, std::int64_t rows, std::int64_t
   for (std::int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * dim;
     const float* gr = gate + r * dim;
-    const auto variance = static_cast<float>(sum_squares(xr, dim) / static_cast<double>(dim));
-    const float inv = 1.0f / std::sqrt(variance + feps);
+    const float inv = inv_rms(xr, dim, feps);
     // Norm before gate: weight * normalised, then times silu(gate) in fp32.
     for (std::int64_t i = 0; i < dim; ++i) xr[i] = (w[static_cast<std::size_t>(i)] * (xr[i] * inv)) * silu(gr[i]);
   }

@@ -13,10 +13,7 @@ inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 // torch.nn.functional.softplus (beta 1, threshold 20): x above the threshold passes through.
 inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }
 
-// RMSNorm over `rows` rows of `dim`: gain * (x * rsqrt(mean(x^2) + eps)). `gain` is the factor
-// applied (w, or 1 + w for the zero-centred norms; the loader stores it that way). In place is fine.
-void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const std::vector<float>& gain, double eps,
-              float* out);
+// RMSNorm itself (plain and zero-centred gains alike) is fp4serve::rms_norm in model/rms_norm.h.
 
 // Qwen3_5MoeRMSNormGated over rows of `dim` (one value head each): w * (x * rsqrt(mean(x^2) + eps))
 // times silu(gate), in place on x.

@@ -10,6 +10,7 @@
 #include "kernels/weight_rows.h"
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
+#include "model/rms_norm.h"
 #include "model/rope.h"
 #include "util/error.h"
 
@@ -187,7 +188,7 @@ void Qwen3_5Model::forward(std::span<const SequenceChunk> chunks, std::span<floa
 
   std::int64_t linear_index = 0, attention_index = 0;
   for (const DecoderLayerWeights& layer : weights_.layers) {
-    hybrid::rms_norm(hidden.data(), rows, H, layer.input_layernorm, c.rms_norm_eps, normed.data());
+    rms_norm(hidden.data(), rows, H, layer.input_layernorm, c.rms_norm_eps, normed.data());
     if (layer.type == LayerType::LinearAttention) {
       hybrid::gated_deltanet(ctx_, layer.linear_attn, linear_index++, normed.data(), seqs, rows, branch.data());
     } else {
@@ -195,7 +196,7 @@ void Qwen3_5Model::forward(std::span<const SequenceChunk> chunks, std::span<floa
                               seqs, rows, branch.data());
     }
     add_into(hidden.data(), branch.data(), hidden.size());
-    hybrid::rms_norm(hidden.data(), rows, H, layer.post_attention_layernorm, c.rms_norm_eps, normed.data());
+    rms_norm(hidden.data(), rows, H, layer.post_attention_layernorm, c.rms_norm_eps, normed.data());
     mlp(layer, normed.data(), rows, branch.data());
     add_into(hidden.data(), branch.data(), hidden.size());
   }
@@ -209,7 +210,7 @@ void Qwen3_5Model::forward(std::span<const SequenceChunk> chunks, std::span<floa
   }
   const auto out_rows = static_cast<std::int64_t>(wanted.size()) / H;
   if (out_rows == 0) return;
-  hybrid::rms_norm(wanted.data(), out_rows, H, weights_.norm, c.rms_norm_eps, wanted.data());
+  rms_norm(wanted.data(), out_rows, H, weights_.norm, c.rms_norm_eps, wanted.data());
   ctx_.linear(wanted.data(), out_rows, weights_.lm_head, logits.data());
 }
 

@@ -10,24 +10,10 @@
 #include <string>
 
 #include "kernels/weight_rows.h"
+#include "model/rms_norm.h"
 #include "util/error.h"
 
 namespace fp4serve {
-
-void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const std::vector<float>& weight, double eps,
-              float* out) {
-  // Qwen3MoeRMSNorm: variance in fp32, x * rsqrt(variance + eps), then the gain (plain w, not 1 + w).
-  const auto feps = static_cast<float>(eps);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    float* yr = out + r * dim;
-    double sum = 0.0;
-    for (std::int64_t i = 0; i < dim; ++i) sum += static_cast<double>(xr[i]) * xr[i];
-    const auto variance = static_cast<float>(sum / static_cast<double>(dim));
-    const float inv = 1.0f / std::sqrt(variance + feps);
-    for (std::int64_t i = 0; i < dim; ++i) yr[i] = weight[static_cast<std::size_t>(i)] * (xr[i] * inv);
-  }
-}
 
 namespace {
 

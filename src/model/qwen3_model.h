@@ -58,9 +58,4 @@ class Qwen3Model final : public CausalLM {
   mutable std::vector<std::unique_ptr<Workspace>> idle_workspaces_;
 };
 
-// Qwen3MoeRMSNorm over each of `rows` rows of `dim` floats: w * (x * rsqrt(mean(x^2) + eps)).
-// `out` may equal `x`.
-void rms_norm(const float* x, std::int64_t rows, std::int64_t dim, const std::vector<float>& weight, double eps,
-              float* out);
-
 }  // namespace fp4serve

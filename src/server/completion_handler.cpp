@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include "server/sse.h"
@@ -28,6 +29,16 @@ json bytes_of(const std::string& s) {
 }
 
 std::int64_t unix_now() { return static_cast<std::int64_t>(std::time(nullptr)); }
+
+// A tool call as OpenAI writes it; stream deltas put the call's position among the message's calls first.
+json tool_call_json(const ToolCall& c, std::optional<std::size_t> index = std::nullopt) {
+  json j = json::object();
+  if (index) j["index"] = *index;
+  j["id"] = c.id;
+  j["type"] = "function";
+  j["function"] = {{"name", c.name}, {"arguments", c.arguments}};
+  return j;
+}
 
 }  // namespace
 
@@ -66,17 +77,11 @@ bool CompletionJob::pump(const std::function<bool(OutputPiece&&, std::vector<Log
                          const std::function<bool()>& idle) {
   std::vector<Logprob> pending;
   auto last_write = Clock::now();
-  auto give_up = [&] {
-    stream_->cancel();
-    done_ = true;
-    record_metrics(/*client_gone=*/true);
-    return false;
-  };
   while (true) {
     std::optional<engine::RequestEvent> ev = stream_->next(kPoll);
     if (!ev) {
       if (idle && Clock::now() - last_write >= kIdleProbe) {
-        if (!idle()) return give_up();
+        if (!idle()) return abandon();
         last_write = Clock::now();
       }
       continue;
@@ -90,7 +95,7 @@ bool CompletionJob::pump(const std::function<bool(OutputPiece&&, std::vector<Log
       OutputPiece piece = pipeline_.push(ev->token);
       if (pipeline_.stop_hit()) stream_->cancel();
       if (!piece.empty()) {
-        if (!emit(std::move(piece), std::move(pending))) return give_up();
+        if (!emit(std::move(piece), std::move(pending))) return abandon();
         pending.clear();
         last_write = Clock::now();
       }
@@ -122,6 +127,23 @@ std::string CompletionJob::finish_reason() const {
       return "abort";  // the server cancelled it (shutdown without draining)
   }
   return "stop";
+}
+
+bool CompletionJob::abandon() {
+  stream_->cancel();
+  done_ = true;
+  record_metrics(/*client_gone=*/true);
+  return false;
+}
+
+json CompletionJob::envelope(bool chunk) const {
+  json out;
+  out["id"] = id_;
+  if (endpoint_ == Endpoint::Chat) out["object"] = chunk ? "chat.completion.chunk" : "chat.completion";
+  else out["object"] = "text_completion";
+  out["created"] = created_;
+  out["model"] = model_.served_name;
+  return out;
 }
 
 json CompletionJob::usage() const {
@@ -193,9 +215,7 @@ json CompletionJob::collect() {
     message["reasoning_content"] = all.reasoning.empty() ? json(nullptr) : json(all.reasoning);
     if (!all.calls.empty()) {
       json calls = json::array();
-      for (const ToolCall& c : all.calls) {
-        calls.push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-      }
+      for (const ToolCall& c : all.calls) calls.push_back(tool_call_json(c));
       message["tool_calls"] = calls;
     }
     choice["message"] = message;
@@ -206,11 +226,7 @@ json CompletionJob::collect() {
     choice["logprobs"] = options_.logprobs ? completion_logprobs(entries, prefix.size()) : json(nullptr);
   }
   choice["finish_reason"] = finish_reason();
-  json out;
-  out["id"] = id_;
-  out["object"] = endpoint_ == Endpoint::Chat ? "chat.completion" : "text_completion";
-  out["created"] = created_;
-  out["model"] = model_.served_name;
+  json out = envelope(/*chunk=*/false);
   out["choices"] = json::array({choice});
   out["usage"] = usage();
   return out;
@@ -219,11 +235,7 @@ json CompletionJob::collect() {
 bool CompletionJob::stream(const ChunkWriter& write) {
   const bool chat = endpoint_ == Endpoint::Chat;
   auto chunk = [&](json choice) {
-    json c;
-    c["id"] = id_;
-    c["object"] = chat ? "chat.completion.chunk" : "text_completion";
-    c["created"] = created_;
-    c["model"] = model_.served_name;
+    json c = envelope(/*chunk=*/true);
     c["choices"] = json::array({std::move(choice)});
     if (options_.include_usage) c["usage"] = nullptr;
     return write(sse_event(c));
@@ -255,12 +267,7 @@ bool CompletionJob::stream(const ChunkWriter& write) {
       if (!p.content.empty()) delta["content"] = p.content;
       if (!p.calls.empty()) {
         json calls = json::array();
-        for (const ToolCall& c : p.calls) {
-          calls.push_back({{"index", call_index++},
-                           {"id", c.id},
-                           {"type", "function"},
-                           {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
-        }
+        for (const ToolCall& c : p.calls) calls.push_back(tool_call_json(c, call_index++));
         delta["tool_calls"] = calls;
       }
       choice["delta"] = delta;
@@ -273,12 +280,7 @@ bool CompletionJob::stream(const ChunkWriter& write) {
     choice["finish_reason"] = nullptr;
     return chunk(std::move(choice));
   };
-  if (!open()) {
-    stream_->cancel();
-    done_ = true;
-    record_metrics(true);
-    return false;
-  }
+  if (!open()) return abandon();
   if (!pump(emit, [&] { return write(sse_comment("waiting")); })) return false;
 
   if (!error_.empty()) {
@@ -293,11 +295,7 @@ bool CompletionJob::stream(const ChunkWriter& write) {
   last["finish_reason"] = finish_reason();
   if (!chunk(std::move(last))) return false;
   if (options_.include_usage) {
-    json u;
-    u["id"] = id_;
-    u["object"] = chat ? "chat.completion.chunk" : "text_completion";
-    u["created"] = created_;
-    u["model"] = model_.served_name;
+    json u = envelope(/*chunk=*/true);
     u["choices"] = json::array();
     u["usage"] = usage();
     if (!write(sse_event(u))) return false;

@@ -52,6 +52,10 @@ class CompletionJob {
   bool pump(const std::function<bool(OutputPiece&&, std::vector<Logprob>&&)>& emit, const std::function<bool()>& idle);
   std::string finish_reason() const;
   nlohmann::ordered_json usage() const;
+  // id, object, created and model: the head of every response body and stream chunk.
+  nlohmann::ordered_json envelope(bool chunk) const;
+  // The client is gone: stops generation, counts the request as cancelled; returns false.
+  bool abandon();
   nlohmann::ordered_json chat_logprobs(const std::vector<Logprob>& entries) const;
   nlohmann::ordered_json completion_logprobs(const std::vector<Logprob>& entries, std::size_t text_offset) const;
   void record_metrics(bool client_gone);

@@ -24,6 +24,24 @@ void sample(std::string& out, const std::string& name, double value, const std::
   out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + number(value) + "\n";
 }
 
+// Counters and gauges without labels: the header and the one sample.
+template <typename T>
+void counter(std::string& out, const char* name, const char* help, T value) {
+  header(out, name, "counter", help);
+  sample(out, name, static_cast<double>(value));
+}
+
+template <typename T>
+void gauge(std::string& out, const char* name, const char* help, T value) {
+  header(out, name, "gauge", help);
+  sample(out, name, static_cast<double>(value));
+}
+
+void histogram(std::string& out, const char* name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  h.render(name, out);
+}
+
 }  // namespace
 
 std::string escape_label(const std::string& value) {
@@ -89,8 +107,7 @@ void Metrics::observe_latency(double seconds) { latency_.observe(seconds); }
 std::string Metrics::render(const engine::SchedulerStats* stats, const kernels::SelectionReport* kernels,
                             bool ready) const {
   std::string out;
-  header(out, "fp4serve_ready", "gauge", "1 once the model is loaded and requests are served");
-  sample(out, "fp4serve_ready", ready ? 1 : 0);
+  gauge(out, "fp4serve_ready", "1 once the model is loaded and requests are served", ready ? 1 : 0);
   {
     std::lock_guard lock(mu_);
     header(out, "fp4serve_requests_total", "counter", "HTTP requests answered, by endpoint and status code");
@@ -98,44 +115,31 @@ std::string Metrics::render(const engine::SchedulerStats* stats, const kernels::
       sample(out, "fp4serve_requests_total", static_cast<double>(n),
              "endpoint=\"" + escape_label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"");
     }
-    header(out, "fp4serve_requests_cancelled_total", "counter", "Requests whose client disconnected before the end");
-    sample(out, "fp4serve_requests_cancelled_total", static_cast<double>(cancelled_));
-    header(out, "fp4serve_prompt_tokens_total", "counter", "Prompt tokens of finished requests");
-    sample(out, "fp4serve_prompt_tokens_total", static_cast<double>(prompt_tokens_));
-    header(out, "fp4serve_generation_tokens_total", "counter", "Tokens generated for finished requests");
-    sample(out, "fp4serve_generation_tokens_total", static_cast<double>(generated_tokens_));
+    counter(out, "fp4serve_requests_cancelled_total", "Requests whose client disconnected before the end",
+            cancelled_);
+    counter(out, "fp4serve_prompt_tokens_total", "Prompt tokens of finished requests", prompt_tokens_);
+    counter(out, "fp4serve_generation_tokens_total", "Tokens generated for finished requests", generated_tokens_);
   }
-  header(out, "fp4serve_time_to_first_token_seconds", "histogram", "From request arrival to its first token");
-  ttft_.render("fp4serve_time_to_first_token_seconds", out);
-  header(out, "fp4serve_time_per_output_token_seconds", "histogram", "Mean time between tokens of one request");
-  tpot_.render("fp4serve_time_per_output_token_seconds", out);
-  header(out, "fp4serve_request_latency_seconds", "histogram", "From request arrival to its last token");
-  latency_.render("fp4serve_request_latency_seconds", out);
+  histogram(out, "fp4serve_time_to_first_token_seconds", "From request arrival to its first token", ttft_);
+  histogram(out, "fp4serve_time_per_output_token_seconds", "Mean time between tokens of one request", tpot_);
+  histogram(out, "fp4serve_request_latency_seconds", "From request arrival to its last token", latency_);
 
   if (stats) {
-    header(out, "fp4serve_requests_waiting", "gauge", "Requests queued for admission");
-    sample(out, "fp4serve_requests_waiting", static_cast<double>(stats->waiting));
-    header(out, "fp4serve_requests_running", "gauge", "Sequences being prefilled or decoded");
-    sample(out, "fp4serve_requests_running", static_cast<double>(stats->running));
-    header(out, "fp4serve_kv_cache_blocks_total", "gauge", "KV cache blocks in the memory budget");
-    sample(out, "fp4serve_kv_cache_blocks_total", static_cast<double>(stats->kv_blocks_total));
-    header(out, "fp4serve_kv_cache_blocks_used", "gauge", "KV cache blocks held by sequences");
-    sample(out, "fp4serve_kv_cache_blocks_used", static_cast<double>(stats->kv_blocks_used));
-    header(out, "fp4serve_kv_cache_usage_ratio", "gauge", "Used fraction of the KV cache (0..1)");
-    sample(out, "fp4serve_kv_cache_usage_ratio",
-           stats->kv_blocks_total > 0
-               ? static_cast<double>(stats->kv_blocks_used) / static_cast<double>(stats->kv_blocks_total)
-               : 0.0);
-    header(out, "fp4serve_scheduler_steps_total", "counter", "Batched forward steps run");
-    sample(out, "fp4serve_scheduler_steps_total", static_cast<double>(stats->steps));
-    header(out, "fp4serve_preemptions_total", "counter", "Sequences preempted for lack of KV blocks");
-    sample(out, "fp4serve_preemptions_total", static_cast<double>(stats->preemptions));
-    header(out, "fp4serve_nan_guard_events_total", "counter", "Steps whose logits were not finite");
-    sample(out, "fp4serve_nan_guard_events_total", static_cast<double>(stats->nan_guard_events));
-    header(out, "fp4serve_scheduler_prompt_tokens_total", "counter", "Prompt tokens prefilled (all requests)");
-    sample(out, "fp4serve_scheduler_prompt_tokens_total", static_cast<double>(stats->prompt_tokens));
-    header(out, "fp4serve_scheduler_generated_tokens_total", "counter", "Tokens sampled (all requests)");
-    sample(out, "fp4serve_scheduler_generated_tokens_total", static_cast<double>(stats->generated_tokens));
+    gauge(out, "fp4serve_requests_waiting", "Requests queued for admission", stats->waiting);
+    gauge(out, "fp4serve_requests_running", "Sequences being prefilled or decoded", stats->running);
+    gauge(out, "fp4serve_kv_cache_blocks_total", "KV cache blocks in the memory budget", stats->kv_blocks_total);
+    gauge(out, "fp4serve_kv_cache_blocks_used", "KV cache blocks held by sequences", stats->kv_blocks_used);
+    gauge(out, "fp4serve_kv_cache_usage_ratio", "Used fraction of the KV cache (0..1)",
+          stats->kv_blocks_total > 0
+              ? static_cast<double>(stats->kv_blocks_used) / static_cast<double>(stats->kv_blocks_total)
+              : 0.0);
+    counter(out, "fp4serve_scheduler_steps_total", "Batched forward steps run", stats->steps);
+    counter(out, "fp4serve_preemptions_total", "Sequences preempted for lack of KV blocks", stats->preemptions);
+    counter(out, "fp4serve_nan_guard_events_total", "Steps whose logits were not finite", stats->nan_guard_events);
+    counter(out, "fp4serve_scheduler_prompt_tokens_total", "Prompt tokens prefilled (all requests)",
+            stats->prompt_tokens);
+    counter(out, "fp4serve_scheduler_generated_tokens_total", "Tokens sampled (all requests)",
+            stats->generated_tokens);
   }
   if (kernels) {
     header(out, "fp4serve_kernel_backend_info", "gauge",
@@ -148,14 +152,12 @@ std::string Metrics::render(const engine::SchedulerStats* stats, const kernels::
                  escape_label(kernels->semantics) + "\"");
     }
     const kernels::GuardCounters& c = kernels->counters;
-    header(out, "fp4serve_kernel_guard_events_total", "counter", "Non-finite outputs reported to the kernel guard");
-    sample(out, "fp4serve_kernel_guard_events_total", static_cast<double>(c.non_finite_events));
-    header(out, "fp4serve_kernel_revalidations_total", "counter", "Backend re-validations run by the guard");
-    sample(out, "fp4serve_kernel_revalidations_total", static_cast<double>(c.revalidations));
-    header(out, "fp4serve_kernel_revalidation_failures_total", "counter", "Re-validations that failed");
-    sample(out, "fp4serve_kernel_revalidation_failures_total", static_cast<double>(c.revalidation_failures));
-    header(out, "fp4serve_kernel_fallbacks_total", "counter", "Op families switched to another backend at run time");
-    sample(out, "fp4serve_kernel_fallbacks_total", static_cast<double>(c.fallbacks));
+    counter(out, "fp4serve_kernel_guard_events_total", "Non-finite outputs reported to the kernel guard",
+            c.non_finite_events);
+    counter(out, "fp4serve_kernel_revalidations_total", "Backend re-validations run by the guard", c.revalidations);
+    counter(out, "fp4serve_kernel_revalidation_failures_total", "Re-validations that failed",
+            c.revalidation_failures);
+    counter(out, "fp4serve_kernel_fallbacks_total", "Op families switched to another backend at run time", c.fallbacks);
   }
   return out;
 }

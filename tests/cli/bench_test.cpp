@@ -1,39 +1,21 @@
 // `fp4serve bench`: argument errors name the flag; --json carries every documented field with
 // values that hang together (run on a tiny synth model, so the figures themselves mean little).
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli_runner.h"
 #include "common/temp_dir.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(FP4SERVE_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using fp4serve::testing::CliResult;
+using fp4serve::testing::run_cli;
 
 void expect_refused(const std::string& args, const std::string& needle) {
-  const Result r = run("bench " + args);
+  const CliResult r = run_cli("bench " + args);
   EXPECT_NE(r.code, 0) << args << "\n" << r.out;
   EXPECT_NE(r.out.find(needle), std::string::npos) << args << "\n" << r.out;
 }
@@ -56,10 +38,10 @@ TEST(Bench, ArgumentErrorsNameTheFlag) {
 TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
-  const Result synth = run("synth --preset tiny --seed 5 --quiet --out " + dir);
+  const CliResult synth = run_cli("synth --preset tiny --seed 5 --quiet --out " + dir);
   ASSERT_EQ(synth.code, 0) << synth.out;
 
-  const Result r = run("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --json");
+  const CliResult r = run_cli("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
   EXPECT_EQ(j["schema"], "fp4serve.bench/1");
@@ -114,8 +96,8 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
 TEST(Bench, TextOutputShowsTheRoofline) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
-  ASSERT_EQ(run("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
-  const Result r = run("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16");
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
+  const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;

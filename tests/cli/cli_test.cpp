@@ -1,38 +1,21 @@
 // End-to-end: the real binary, as a user runs it.
-#include "common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli_runner.h"
+#include "common/temp_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(FP4SERVE_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using fp4serve::testing::run_cli;
 
 class Cli : public ::testing::Test {
  protected:
@@ -43,15 +26,15 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, SynthThenInspectTiny) {
   const auto out = (dir_ / "tiny").string();
-  auto synth = run("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out);
+  auto synth = run_cli("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out);
   ASSERT_EQ(synth.code, 0) << synth.out;
-  auto inspect = run("inspect " + out);
+  auto inspect = run_cli("inspect " + out);
   ASSERT_EQ(inspect.code, 0) << inspect.out;
   EXPECT_NE(inspect.out.find("qwen3_moe"), std::string::npos) << inspect.out;
   EXPECT_NE(inspect.out.find("NVFP4"), std::string::npos) << inspect.out;
   EXPECT_NE(inspect.out.find("decode reads"), std::string::npos) << inspect.out;
 
-  auto json_run = run("inspect --json " + out);
+  auto json_run = run_cli("inspect --json " + out);
   ASSERT_EQ(json_run.code, 0) << json_run.out;
   const auto j = nlohmann::json::parse(json_run.out);
   // tiny: hidden 64, 2 layers, 4 q / 2 kv heads of 16, 8 experts (top 2) of 32, vocab 151936.
@@ -67,9 +50,9 @@ TEST_F(Cli, SynthThenInspectTiny) {
 
 TEST_F(Cli, Inspect30bA3bReportsRealParameterCounts) {
   const auto out = (dir_ / "30b").string();
-  auto synth = run("synth --preset 30b-a3b --no-data --quiet --out " + out);
+  auto synth = run_cli("synth --preset 30b-a3b --no-data --quiet --out " + out);
   ASSERT_EQ(synth.code, 0) << synth.out;
-  auto inspect = run("inspect --json " + out);
+  auto inspect = run_cli("inspect --json " + out);
   ASSERT_EQ(inspect.code, 0) << inspect.out;
   const auto j = nlohmann::json::parse(inspect.out);
   // Qwen3-30B-A3B: 30.53 B parameters, 3.35 B active (8 of 128 experts per layer).
@@ -83,9 +66,9 @@ TEST_F(Cli, Inspect30bA3bReportsRealParameterCounts) {
 
 TEST_F(Cli, InspectWarnsWhenOnlyExpertsAreQuantized) {
   const auto out = (dir_ / "experts").string();
-  auto synth = run("synth --preset tiny --quant-scope experts --quiet --out " + out);
+  auto synth = run_cli("synth --preset tiny --quant-scope experts --quiet --out " + out);
   ASSERT_EQ(synth.code, 0) << synth.out;
-  auto inspect = run("inspect --json " + out);
+  auto inspect = run_cli("inspect --json " + out);
   ASSERT_EQ(inspect.code, 0) << inspect.out;
   const auto j = nlohmann::json::parse(inspect.out);
   std::string warnings;
@@ -98,38 +81,38 @@ TEST_F(Cli, InspectWarnsWhenOnlyExpertsAreQuantized) {
 }
 
 TEST_F(Cli, ErrorsNameWhatIsWrongAndExitNonZero) {
-  auto missing = run("inspect " + (dir_ / "nope").string());
+  auto missing = run_cli("inspect " + (dir_ / "nope").string());
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("nope"), std::string::npos) << missing.out;
 
-  auto preset = run("synth --preset huge --out " + (dir_ / "x").string());
+  auto preset = run_cli("synth --preset huge --out " + (dir_ / "x").string());
   EXPECT_NE(preset.code, 0);
   EXPECT_NE(preset.out.find("--preset huge"), std::string::npos) << preset.out;
   EXPECT_NE(preset.out.find("30b-a3b"), std::string::npos) << preset.out;
 
-  auto arch = run("synth --arch llama --out " + (dir_ / "x").string());
+  auto arch = run_cli("synth --arch llama --out " + (dir_ / "x").string());
   EXPECT_NE(arch.code, 0);
   EXPECT_NE(arch.out.find("llama"), std::string::npos) << arch.out;
 
-  auto shard = run("synth --shard-size 5XB --out " + (dir_ / "x").string());
+  auto shard = run_cli("synth --shard-size 5XB --out " + (dir_ / "x").string());
   EXPECT_NE(shard.code, 0);
   EXPECT_NE(shard.out.find("--shard-size"), std::string::npos) << shard.out;
 
-  auto no_cmd = run("");
+  auto no_cmd = run_cli("");
   EXPECT_NE(no_cmd.code, 0);
 }
 
 TEST_F(Cli, VersionAndHelp) {
-  auto v = run("--version");
+  auto v = run_cli("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_NE(v.out.find("fp4serve"), std::string::npos);
-  auto h = run("synth --help");
+  auto h = run_cli("synth --help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("--no-data"), std::string::npos);
 }
 
 TEST_F(Cli, DoctorJsonHasEveryBackendWithAVerdict) {
-  auto r = run("doctor --json --seed 7");
+  auto r = run_cli("doctor --json --seed 7");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["schema"], "fp4serve.doctor/1");
@@ -141,8 +124,8 @@ TEST_F(Cli, DoctorJsonHasEveryBackendWithAVerdict) {
 
 TEST_F(Cli, DoctorOnASynthModel) {
   const auto out = (dir_ / "tiny").string();
-  ASSERT_EQ(run("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out).code, 0);
-  auto r = run("doctor --json -m " + out);
+  ASSERT_EQ(run_cli("synth --arch qwen3_moe --preset tiny --seed 3 --quiet --out " + out).code, 0);
+  auto r = run_cli("doctor --json -m " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model"]["arch"], "qwen3_moe");
@@ -155,7 +138,7 @@ TEST_F(Cli, DoctorOnASynthModel) {
 
 TEST_F(Cli, DoctorRefusesANamedBrokenBackend) {
   ::setenv("FP4SERVE_INJECT_FAULT", "reference:nan", 1);
-  auto r = run("doctor --fp4-gemm-backend reference");
+  auto r = run_cli("doctor --fp4-gemm-backend reference");
   ::unsetenv("FP4SERVE_INJECT_FAULT");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("Refusing to start"), std::string::npos) << r.out;
@@ -174,7 +157,7 @@ TEST_F(Cli, RunMatchesTransformersGreedyTextOnEveryFixture) {
     for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
     for (const auto& [variant, expected] : oracle["variants"].items()) {
       const std::string flags = variant == "w4a4" ? " --w4a4" : "";
-      auto r = run("run -q --json -m " + entry.path().string() + " --prompt-ids " + ids + " -n " +
+      auto r = run_cli("run -q --json -m " + entry.path().string() + " --prompt-ids " + ids + " -n " +
                    std::to_string(oracle["greedy_steps"].get<int>()) + flags);
       ASSERT_EQ(r.code, 0) << entry.path() << " " << variant << ": " << r.out;
       const auto j = nlohmann::json::parse(r.out);
@@ -188,9 +171,9 @@ TEST_F(Cli, RunMatchesTransformersGreedyTextOnEveryFixture) {
 
 TEST_F(Cli, RunRejectsMissingPromptAndChecksWeights) {
   const auto fixture = (fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt").string();
-  auto no_prompt = run("run -q -m " + fixture);
+  auto no_prompt = run_cli("run -q -m " + fixture);
   EXPECT_NE(no_prompt.code, 0);
-  auto checked = run("run -q --check-weights --json -m " + fixture + " --prompt-ids 1,2,3 -n 2");
+  auto checked = run_cli("run -q --check-weights --json -m " + fixture + " --prompt-ids 1,2,3 -n 2");
   EXPECT_EQ(checked.code, 0) << checked.out;
 }
 
@@ -204,7 +187,7 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
   for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
   for (const char* faults : {"avx512:nan,amx:zeros", "avx512:nibble-swap,avx2:no-block-scale", "avx512:tail,avx2:tail"}) {
     ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
-    auto r = run("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
+    auto r = run_cli("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
     ::unsetenv("FP4SERVE_INJECT_FAULT");
     ASSERT_EQ(r.code, 0) << faults << ": " << r.out;
     const auto j = nlohmann::json::parse(r.out);

@@ -1,36 +1,23 @@
 // `fp4serve synth --dry-run` against `fp4serve inspect`, through the real binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli_runner.h"
 #include "common/temp_dir.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout only: the summary, without progress or errors
-};
+using fp4serve::testing::CliResult;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(FP4SERVE_BINARY) + " " + args + " 2>/dev/null";
-  Result r;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+// Stdout only: the summary, without progress or errors.
+CliResult run(const std::string& args) {
+  return fp4serve::testing::run_cli(args, fp4serve::testing::CliStderr::kDrop);
 }
 
 TEST(CliSynthDryRun, PrintsExactlyWhatInspectPrintsForTheWrittenCheckpoint) {
@@ -38,24 +25,24 @@ TEST(CliSynthDryRun, PrintsExactlyWhatInspectPrintsForTheWrittenCheckpoint) {
   for (const std::string arch : {"qwen3_5_moe", "qwen3_next"}) {
     const std::string out = (tmp / arch).string();
     const std::string shape = "--arch " + arch + " --preset tiny --seed 5 --out " + out;
-    const Result dry = run("synth " + shape + " --dry-run");
+    const CliResult dry = run("synth " + shape + " --dry-run");
     ASSERT_EQ(dry.code, 0) << dry.out;
     EXPECT_FALSE(fs::exists(out));
-    const Result dry_json = run("synth " + shape + " --dry-run --json");
+    const CliResult dry_json = run("synth " + shape + " --dry-run --json");
     ASSERT_EQ(dry_json.code, 0) << dry_json.out;
 
     ASSERT_EQ(run("synth " + shape + " --no-data --quiet").code, 0);
-    const Result inspect = run("inspect " + out);
+    const CliResult inspect = run("inspect " + out);
     ASSERT_EQ(inspect.code, 0) << inspect.out;
     EXPECT_EQ(dry.out, inspect.out);
     EXPECT_NE(inspect.out.find("3 linear_attention + 1 full_attention"), std::string::npos) << inspect.out;
-    const Result inspect_json = run("inspect --json " + out);
+    const CliResult inspect_json = run("inspect --json " + out);
     EXPECT_EQ(nlohmann::json::parse(dry_json.out), nlohmann::json::parse(inspect_json.out));
   }
 }
 
 TEST(CliSynthDryRun, NeedsNoOutputDirectoryAndRejectsMisuse) {
-  const Result dry = run("synth --arch qwen3_next --preset 80b-a3b --dry-run --json");
+  const CliResult dry = run("synth --arch qwen3_next --preset 80b-a3b --dry-run --json");
   ASSERT_EQ(dry.code, 0) << dry.out;
   const auto j = nlohmann::json::parse(dry.out);
   EXPECT_EQ(j["architecture"]["layer_pattern"], "36 linear_attention + 12 full_attention");

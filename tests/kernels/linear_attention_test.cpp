@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -25,12 +26,40 @@ std::vector<float> random_vec(std::mt19937& rng, std::size_t n, float lo, float 
 
 double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
+// Every element of `got` within rel * (1 + |want|) of `want`; names the first one that is not.
+::testing::AssertionResult near(const std::vector<float>& got, const std::vector<float>& want, double rel) {
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "sizes " << got.size() << " != " << want.size();
+  }
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (!(std::abs(static_cast<double>(got[i]) - want[i]) <= rel * (1.0 + std::abs(want[i])))) {  // NaN fails
+      return ::testing::AssertionFailure() << "element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// m steps of C channels (x in [-x_abs, x_abs]) and a width-K filter (in [-1, 1]).
+struct ConvInputs {
+  std::int64_t m, C, K;
+  std::vector<float> x, w;
+  ConvInputs(std::mt19937& rng, std::int64_t m_, std::int64_t c, std::int64_t k, float x_abs)
+      : m(m_), C(c), K(k), x(random_vec(rng, static_cast<std::size_t>(m * C), -x_abs, x_abs)),
+        w(random_vec(rng, static_cast<std::size_t>(K * C), -1, 1)) {}
+  std::vector<float> zero_state() const { return std::vector<float>(static_cast<std::size_t>((K - 1) * C), 0.0f); }
+  Conv1dArgs args(std::int64_t t0, std::int64_t len, float* st, float* out) const {
+    return {x.data() + t0 * C, out + t0 * C, st, w.data(), len, C, K};
+  }
+};
+
 TEST(Conv1dReference, MatchesTheCausalDefinitionWithZeroHistory) {
   std::mt19937 rng(1);
-  const std::int64_t C = 3, K = 4, m = 6;
-  const auto x = random_vec(rng, C * m, -1, 1), w = random_vec(rng, K * C, -1, 1);
-  std::vector<float> state((K - 1) * C, 0.0f), out(C * m);
-  reference_conv1d()->run({x.data(), out.data(), state.data(), w.data(), m, C, K});
+  const ConvInputs in(rng, 6, 3, 4, 1);
+  const std::int64_t C = in.C, K = in.K, m = in.m;
+  const auto& x = in.x;
+  const auto& w = in.w;
+  std::vector<float> state = in.zero_state(), out(x.size());
+  reference_conv1d()->run(in.args(0, m, state.data(), out.data()));
   for (std::int64_t t = 0; t < m; ++t)
     for (std::int64_t c = 0; c < C; ++c) {
       // y[c, t] = silu(sum_j w[c, j] x[c, t - (K-1) + j]), x before 0 being 0.
@@ -48,15 +77,14 @@ TEST(Conv1dReference, MatchesTheCausalDefinitionWithZeroHistory) {
 
 TEST(Conv1dReference, StateCarriedAcrossCallsEqualsOneCall) {
   std::mt19937 rng(2);
-  const std::int64_t C = 5, K = 4, m = 9;
-  const auto x = random_vec(rng, C * m, -2, 2), w = random_vec(rng, K * C, -1, 1);
-  std::vector<float> s_all((K - 1) * C, 0.0f), all(C * m);
-  reference_conv1d()->run({x.data(), all.data(), s_all.data(), w.data(), m, C, K});
+  const ConvInputs in(rng, 9, 5, 4, 2);
+  std::vector<float> s_all = in.zero_state(), all(in.x.size());
+  reference_conv1d()->run(in.args(0, in.m, s_all.data(), all.data()));
   // 2 steps (shorter than the state), then 1, then 6.
-  std::vector<float> s((K - 1) * C, 0.0f), parts(C * m);
+  std::vector<float> s = in.zero_state(), parts(all.size());
   std::int64_t t = 0;
   for (std::int64_t len : {2, 1, 6}) {
-    reference_conv1d()->run({x.data() + t * C, parts.data() + t * C, s.data(), w.data(), len, C, K});
+    reference_conv1d()->run(in.args(t, len, s.data(), parts.data()));
     t += len;
   }
   for (std::size_t i = 0; i < all.size(); ++i) EXPECT_FLOAT_EQ(parts[i], all[i]) << i;
@@ -133,10 +161,8 @@ TEST(DeltaRuleReference, ChunkedFormEqualsTheRecurrence) {
   for (std::int64_t size : {64, 5, 1, 200}) {
     s_chunk = in.state;
     chunked_delta_rule_reference(in.args(0, in.m, s_chunk.data(), chunk.data()), size);
-    for (std::size_t i = 0; i < rec.size(); ++i)
-      ASSERT_NEAR(chunk[i], rec[i], 1e-5 * (1.0 + std::abs(rec[i]))) << "chunk " << size << " output " << i;
-    for (std::size_t i = 0; i < s_rec.size(); ++i)
-      ASSERT_NEAR(s_chunk[i], s_rec[i], 1e-5 * (1.0 + std::abs(s_rec[i]))) << "chunk " << size << " state " << i;
+    ASSERT_TRUE(near(chunk, rec, 1e-5)) << "chunk " << size << " output";
+    ASSERT_TRUE(near(s_chunk, s_rec, 1e-5)) << "chunk " << size << " state";
   }
 }
 
@@ -151,7 +177,7 @@ TEST(DeltaRuleReference, StateCarriedAcrossCallsEqualsOneCall) {
     reference_delta_rule()->run(in.args(t, len, s.data(), parts.data()));
     t += len;
   }
-  for (std::size_t i = 0; i < all.size(); ++i) ASSERT_NEAR(parts[i], all[i], 1e-5 * (1.0 + std::abs(all[i]))) << i;
+  EXPECT_TRUE(near(parts, all, 1e-5));
 }
 
 TEST(DeltaRuleReference, RejectsValueHeadsNotAMultipleOfKeyHeads) {
@@ -173,13 +199,12 @@ TEST(LinearAttentionBackends, MatchTheReference) {
     SCOPED_TRACE(b.name);
     for (const Shape& sh : {Shape{37, 4, 1, 3, 5, 20}, Shape{256, 4, 2, 4, 32, 64}, Shape{96, 3, 2, 2, 16, 8}}) {
       for (std::int64_t m : {1, 9, 130}) {
-        const auto x = random_vec(rng, static_cast<std::size_t>(m * sh.C), -2, 2);
-        const auto w = random_vec(rng, static_cast<std::size_t>(sh.K * sh.C), -1, 1);
-        const auto st0 = random_vec(rng, static_cast<std::size_t>((sh.K - 1) * sh.C), -1, 1);
-        std::vector<float> s_ref = st0, s_fast = st0, o_ref(x.size()), o_fast(x.size());
-        reference_conv1d()->run({x.data(), o_ref.data(), s_ref.data(), w.data(), m, sh.C, sh.K});
-        f.conv1d->run({x.data(), o_fast.data(), s_fast.data(), w.data(), m, sh.C, sh.K});
-        for (std::size_t i = 0; i < o_ref.size(); ++i) ASSERT_NEAR(o_fast[i], o_ref[i], 1e-5 * (1 + std::abs(o_ref[i])));
+        const ConvInputs c(rng, m, sh.C, sh.K, 2);
+        const auto st0 = random_vec(rng, c.zero_state().size(), -1, 1);
+        std::vector<float> s_ref = st0, s_fast = st0, o_ref(c.x.size()), o_fast(c.x.size());
+        reference_conv1d()->run(c.args(0, m, s_ref.data(), o_ref.data()));
+        f.conv1d->run(c.args(0, m, s_fast.data(), o_fast.data()));
+        ASSERT_TRUE(near(o_fast, o_ref, 1e-5)) << "conv1d C " << sh.C << " m " << m;
         EXPECT_EQ(s_fast, s_ref);
 
         DeltaInputs in(rng, m, sh.Hk, sh.Hv, sh.dk, sh.dv);
@@ -187,8 +212,8 @@ TEST(LinearAttentionBackends, MatchTheReference) {
         std::vector<float> d_ref = in.state, d_fast = in.state, r(static_cast<std::size_t>(m * sh.Hv * sh.dv)), fo(r.size());
         reference_delta_rule()->run(in.args(0, m, d_ref.data(), r.data()));
         f.delta_rule->run(in.args(0, m, d_fast.data(), fo.data()));
-        for (std::size_t i = 0; i < r.size(); ++i) ASSERT_NEAR(fo[i], r[i], 2e-5 * (1 + std::abs(r[i]))) << "output " << i;
-        for (std::size_t i = 0; i < d_ref.size(); ++i) ASSERT_NEAR(d_fast[i], d_ref[i], 2e-5 * (1 + std::abs(d_ref[i]))) << "state " << i;
+        ASSERT_TRUE(near(fo, r, 2e-5)) << "delta rule output, m " << m;
+        ASSERT_TRUE(near(d_fast, d_ref, 2e-5)) << "delta rule state, m " << m;
       }
     }
   }

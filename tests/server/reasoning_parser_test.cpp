@@ -3,16 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fp4serve::server {
 namespace {
 
-ReasoningDelta run(ReasoningParser& p, const std::vector<std::string>& pieces) {
-  ReasoningDelta all;
+// {reasoning, content}: all a stream turned into, as a pair so a mismatch prints both sides.
+using Split = std::pair<std::string, std::string>;
+
+// Streams `pieces` through a fresh parser, then flushes it.
+Split split(const std::vector<std::string>& pieces, bool starts_in_reasoning = false) {
+  ReasoningParser p(starts_in_reasoning);
+  Split all;
   auto add = [&](const ReasoningDelta& d) {
-    all.reasoning += d.reasoning;
-    all.content += d.content;
+    all.first += d.reasoning;
+    all.second += d.content;
   };
   for (const std::string& s : pieces) add(p.push(s));
   add(p.flush());
@@ -29,18 +35,12 @@ std::vector<std::string> chunks(const std::string& text, std::size_t n) {
 TEST(ReasoningParser, SplitsThinkBlockFromAnswer) {
   const std::string text = "<think>\nLet me add 2 and 2.\n</think>\n\nThe answer is 4.";
   for (std::size_t n : {1u, 2u, 3u, 7u, 100u}) {
-    ReasoningParser p;
-    const ReasoningDelta d = run(p, chunks(text, n));
-    EXPECT_EQ(d.reasoning, "\nLet me add 2 and 2.\n") << n;
-    EXPECT_EQ(d.content, "The answer is 4.") << n;
+    EXPECT_EQ(split(chunks(text, n)), Split("\nLet me add 2 and 2.\n", "The answer is 4.")) << n;
   }
 }
 
 TEST(ReasoningParser, NoThinkBlockIsAllContent) {
-  ReasoningParser p;
-  const ReasoningDelta d = run(p, {"Hel", "lo <think> is not at the start"});
-  EXPECT_EQ(d.reasoning, "");
-  EXPECT_EQ(d.content, "Hello <think> is not at the start");
+  EXPECT_EQ(split({"Hel", "lo <think> is not at the start"}), Split("", "Hello <think> is not at the start"));
 }
 
 TEST(ReasoningParser, TextThatLooksLikeTheTagStartIsReleased) {
@@ -53,17 +53,11 @@ TEST(ReasoningParser, PromptThatOpenedThinkingStartsInReasoning) {
   EXPECT_TRUE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n"));
   EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
   EXPECT_FALSE(prompt_opens_reasoning("<|im_start|>assistant\n"));
-  ReasoningParser p(/*starts_in_reasoning=*/true);
-  const ReasoningDelta d = run(p, chunks("step one</think>\n\nDone.", 3));
-  EXPECT_EQ(d.reasoning, "step one");
-  EXPECT_EQ(d.content, "Done.");
+  EXPECT_EQ(split(chunks("step one</think>\n\nDone.", 3), /*starts_in_reasoning=*/true), Split("step one", "Done."));
 }
 
 TEST(ReasoningParser, UnclosedThinkingIsAllReasoning) {
-  ReasoningParser p;
-  const ReasoningDelta d = run(p, {"<think>", "still thinking </thi"});
-  EXPECT_EQ(d.reasoning, "still thinking </thi");
-  EXPECT_EQ(d.content, "");
+  EXPECT_EQ(split({"<think>", "still thinking </thi"}), Split("still thinking </thi", ""));
 }
 
 TEST(ReasoningParser, PartialCloseTagIsNotStreamedAsReasoning) {
