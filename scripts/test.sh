@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every test: the release build's suites, the same suites under ASan/UBSan, and a bounded
-# libFuzzer run of the safetensors header parser.
+# Every test: the release build's suites, the server's integration tests, the same suites under
+# ASan/UBSan, and bounded libFuzzer runs of the safetensors header parser and the server's parsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -18,10 +18,12 @@ bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$(nproc)"
 
-echo "== fuzz the safetensors header parser for ${fuzz_seconds}s"
-bash scripts/build.sh fuzz safetensors_header_fuzz
-corpus=$(mktemp -d)
-cp fuzz/corpus/safetensors/* "$corpus"/
-./build/fuzz/fuzz/safetensors_header_fuzz -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3
-rm -rf "$corpus"
+echo "== fuzz the safetensors header parser and the server's request/output parsers for ${fuzz_seconds}s each"
+bash scripts/build.sh fuzz safetensors_header_fuzz openai_request_fuzz
+for target in safetensors:safetensors_header_fuzz openai:openai_request_fuzz; do
+  corpus=$(mktemp -d)
+  cp fuzz/corpus/"${target%%:*}"/* "$corpus"/
+  ./build/fuzz/fuzz/"${target#*:}" -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3
+  rm -rf "$corpus"
+done
 echo "all test stages passed"

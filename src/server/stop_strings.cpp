@@ -20,13 +20,17 @@ StopMatcher::Result StopMatcher::push(std::string_view piece) {
     r.text.swap(held_);
     return r;
   }
-  // The earliest complete match wins; among matches at the same place, the longest.
-  std::size_t best = std::string::npos;
+  // The match that completes first wins (generation stops the moment a stop string appears);
+  // among those ending at the same place, the longest. Held-back text always contains every
+  // partial match, so this does not depend on how the output was cut into pieces.
+  std::size_t best = std::string::npos, best_end = std::string::npos;
   for (const std::string& s : stops_) {
     const std::size_t at = held_.find(s);
     if (at == std::string::npos) continue;
-    if (at < best || (at == best && s.size() > matched_.size())) {
+    const std::size_t end = at + s.size();
+    if (end < best_end || (end == best_end && at < best)) {
       best = at;
+      best_end = end;
       matched_ = s;
     }
   }

@@ -2,8 +2,8 @@
 // Stop strings over streamed text. Generated text arrives in pieces; a stop string may straddle
 // pieces, so the matcher holds back the longest tail of what it has seen that could still grow
 // into a stop string, and releases it only once it cannot. The client therefore never sees any
-// part of a stop string, and the text it sees is exactly the full output cut before the first
-// stop string.
+// part of a stop string, and the text it sees is exactly the full output cut before the stop
+// string that completes first (the moment generation stops), however the output was cut.
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -83,6 +83,19 @@ TEST(StopMatcher, ConcatenationEqualsFullTextCutAtTheStop) {
   }
 }
 
+TEST(StopMatcher, TheStopThatCompletesFirstWinsHoweverTheTextIsCut) {
+  // "abcdef" starts first but "cd" is complete two characters earlier: generation stops there.
+  // (Found by fuzz/openai_request_fuzz.cpp: the result used to depend on the cut.)
+  const std::string text = "xabcdefy";
+  for (std::size_t cut = 0; cut <= text.size(); ++cut) {
+    StopMatcher m({"abcdef", "cd"});
+    EXPECT_EQ(run(m, {text.substr(0, cut), text.substr(cut)}), "xab") << cut;
+    EXPECT_EQ(m.matched(), "cd") << cut;
+  }
+  StopMatcher same_end({"f", "def"});  // both end at 'f': the longest is cut
+  EXPECT_EQ(run(same_end, {text}), "xabc");
+}
+
 TEST(StopMatcher, EmptyStopStringsAreIgnored) {
   StopMatcher m({"", "x"});
   EXPECT_EQ(m.push("abc").text, "abc");
