@@ -3,10 +3,13 @@
 // order changes the last bit of a scale, which can flip an E4M3 or E2M1 rounding decision.
 #include "numerics/nvfp4.h"
 
+#include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstddef>
 
+#include "numerics/nvfp4_bulk.h"
 #include "numerics/scalar_formats.h"
 #include "util/error.h"
 
@@ -60,6 +63,36 @@ void pack_pair(std::uint8_t* out, int k, std::uint8_t code) {
                       : static_cast<std::uint8_t>((byte & 0x0F) | (code << 4));
 }
 
+// e4m3_to_float as a table: the weight quantizers look it up once per 16 elements.
+float e4m3_value(std::uint8_t code) {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[static_cast<std::size_t>(c)] = e4m3_to_float(static_cast<std::uint8_t>(c));
+    return t;
+  }();
+  return table[code];
+}
+
+// The weight quantizers' common shape: per block, a scale code from the block's amax
+// (scale_code(amax)) and a divisor for its elements (divisor(code)); the codes are then
+// float_to_e2m1(x / divisor), encoded in bulk. Blocks go through in runs that stay in L1.
+template <class ScaleCode, class Divisor>
+void quantize_blocks_div(const float* w, std::size_t blocks, std::uint8_t* packed, std::uint8_t* block_scales,
+                         ScaleCode scale_code, Divisor divisor) {
+  constexpr std::size_t kRun = 256;
+  std::array<float, kRun> amaxes, denoms;
+  for (std::size_t first = 0; first < blocks; first += kRun) {
+    const std::size_t n = std::min(kRun, blocks - first);
+    block_amaxes(w + first * kBlock, n, amaxes.data());
+    for (std::size_t b = 0; b < n; ++b) {
+      const std::uint8_t sc = scale_code(amaxes[b]);
+      block_scales[first + b] = sc;
+      denoms[b] = divisor(sc);
+    }
+    encode_blocks_div(w + first * kBlock, denoms.data(), n, packed + first * (kBlock / 2));
+  }
+}
+
 std::uint8_t unpack(const std::uint8_t* in, std::size_t k) {
   return static_cast<std::uint8_t>((k % 2 == 0) ? (in[k / 2] & 0x0F) : (in[k / 2] >> 4));
 }
@@ -86,6 +119,26 @@ void dequantize_blocks(const char* fn, std::span<const std::uint8_t> packed,
 float global_scale_from_amax(float amax) { return amax / (kE2M1Max * kE4M3Max); }
 
 float amax(std::span<const float> values) {
+  // Whole blocks through the bulk helper; a NaN anywhere (rare) falls through to the scalar
+  // loop below, which returns the first NaN as before.
+  constexpr std::size_t kRun = 256;
+  std::array<float, kRun> maxes;
+  const std::size_t blocks = values.size() / kBlock;
+  float bulk = 0.0f;
+  for (std::size_t first = 0; first < blocks && !std::isnan(bulk); first += kRun) {
+    const std::size_t n = std::min(kRun, blocks - first);
+    block_amaxes(values.data() + first * kBlock, n, maxes.data());
+    for (std::size_t b = 0; b < n; ++b) bulk = std::isnan(maxes[b]) || maxes[b] > bulk ? maxes[b] : bulk;
+  }
+  if (!std::isnan(bulk)) {
+    float m = bulk;
+    for (float v : values.subspan(blocks * kBlock)) {
+      const float a = std::fabs(v);
+      if (std::isnan(a)) return a;
+      if (a > m) m = a;
+    }
+    return m;
+  }
   float m = 0.0f;
   for (float v : values) {
     const float a = std::fabs(v);
@@ -105,20 +158,16 @@ void quantize(std::span<const float> w, std::int64_t rows, std::int64_t cols, fl
   // ModelOpt: per_block_amax / (E2M1_MAX * weights_scaling_factor_2) - the product is one fp32
   // rounding, then the division another.
   const float divisor = kE2M1Max * weight_scale_2;
-  for (std::size_t b = 0; b < n / kBlock; ++b) {
-    const float* x = w.data() + b * kBlock;
-    float s = block_amax(x) / divisor;
+  auto scale_code = [&](float block_amax_value) {
+    float s = block_amax_value / divisor;
     if (s == 0.0f) s = 1.0f;  // all-zero block: scale 1.0 (0x38), every code 0
     // _cast_per_block_scale_to_fp8 (ModelOpt >= 0.4x) clamps to [2^-9, 448] before the torch
     // cast, so a tiny block gets the smallest subnormal instead of 0 and nothing becomes NaN.
-    s = clamp(s, 0x1p-9f, kE4M3Max);
-    const std::uint8_t sc = float_to_e4m3_torch(s);
-    block_scales[b] = sc;
-    // quantize(): input / (weights_scaling_factor.to(float32) * weights_scaling_factor_2).
-    const float denom = e4m3_to_float(sc) * weight_scale_2;
-    std::uint8_t* dst = packed.data() + b * (kBlock / 2);
-    for (int k = 0; k < kBlock; ++k) pack_pair(dst, k, float_to_e2m1(x[k] / denom));
-  }
+    return float_to_e4m3_torch(clamp(s, 0x1p-9f, kE4M3Max));
+  };
+  // quantize(): input / (weights_scaling_factor.to(float32) * weights_scaling_factor_2).
+  quantize_blocks_div(w.data(), n / kBlock, packed.data(), block_scales.data(), scale_code,
+                      [&](std::uint8_t sc) { return e4m3_value(sc) * weight_scale_2; });
 }
 
 void dequantize(std::span<const std::uint8_t> packed, std::span<const std::uint8_t> block_scales,
@@ -176,22 +225,17 @@ void quantize_ct(std::span<const float> w, std::int64_t rows, std::int64_t cols,
   check_span("quantize_ct", "w", w.size(), n);
   check_span("quantize_ct", "packed", packed.size(), n / 2);
   check_span("quantize_ct", "block_scales", block_scales.size(), n / kBlock);
-  for (std::size_t b = 0; b < n / kBlock; ++b) {
-    const float* x = w.data() + b * kBlock;
+  auto scale_code = [&](float block_amax_value) {
     // calculate_qparams: max_val_pos / (bit_range / 2), then global_scale * scales, then
     // round_to_quantized_type_dtype (clamp to the E4M3 range, torch cast).
-    float s = global_scale * (block_amax(x) / kE2M1Max);
-    s = clamp(s, -kE4M3Max, kE4M3Max);
-    std::uint8_t sc = float_to_e4m3_torch(s);
-    if (e4m3_to_float(sc) == 0.0f) sc = kE4M3Eighth;  // zero scales (after rounding) -> eps
-    block_scales[b] = sc;
-    // _quantize: scale = scale / global_scale; scaled = x / scale; clamp to +-6; cast_to_fp4.
-    const float denom = e4m3_to_float(sc) / global_scale;
-    std::uint8_t* dst = packed.data() + b * (kBlock / 2);
-    for (int k = 0; k < kBlock; ++k) {
-      pack_pair(dst, k, float_to_e2m1(clamp(x[k] / denom, -kE2M1Max, kE2M1Max)));
-    }
-  }
+    const float s = clamp(global_scale * (block_amax_value / kE2M1Max), -kE4M3Max, kE4M3Max);
+    const std::uint8_t sc = float_to_e4m3_torch(s);
+    return e4m3_value(sc) == 0.0f ? kE4M3Eighth : sc;  // zero scales (after rounding) -> eps
+  };
+  // _quantize: scale = scale / global_scale; scaled = x / scale; clamp to +-6; cast_to_fp4. The
+  // clamp never changes the code (E2M1 saturates at 6 and NaN passes the clamp), so it is left out.
+  quantize_blocks_div(w.data(), n / kBlock, packed.data(), block_scales.data(), scale_code,
+                      [&](std::uint8_t sc) { return e4m3_value(sc) / global_scale; });
 }
 
 void dequantize_ct(std::span<const std::uint8_t> packed, std::span<const std::uint8_t> block_scales,

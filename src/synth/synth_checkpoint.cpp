@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <stdlib.h>
 #include <thread>
 #include <vector>
@@ -174,11 +175,15 @@ float stored_global_scale(WeightFormat format, float amax) {
 
 std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) {
   // Shared per-tensor scale: amax over all members, as ModelOpt's fused export computes it.
-  std::vector<std::vector<float>> values(unit.params.size());
+  // Uninitialised buffers: every element is drawn, so zero-filling them first is wasted time.
+  std::vector<std::unique_ptr<float[]>> buffers(unit.params.size());
+  std::vector<std::span<float>> values(unit.params.size());
   float amax = 0.0f;
   for (std::size_t i = 0; i < unit.params.size(); ++i) {
     const ParamSpec& p = *unit.params[i];
-    values[i].resize(static_cast<std::size_t>(numel(p.shape)));
+    const auto n = static_cast<std::size_t>(numel(p.shape));
+    buffers[i] = std::make_unique_for_overwrite<float[]>(n);
+    values[i] = {buffers[i].get(), n};
     draw(init_of(o.config, p), stream_seed(o.seed, p.module), values[i]);
     amax = std::max(amax, nvfp4::amax(values[i]));
   }
@@ -197,7 +202,7 @@ std::vector<Piece> make_quantized_unit(const SynthOptions& o, const Unit& unit) 
     else nvfp4::quantize(values[i], rows, cols, global, packed.bytes, scales.bytes);
     append_f32(ws2.bytes, global);
     append_f32(in_scale.bytes, input_global);
-    values[i] = {};
+    buffers[i].reset();
     pieces.push_back(std::move(packed));
     pieces.push_back(std::move(scales));
     pieces.push_back(std::move(ws2));

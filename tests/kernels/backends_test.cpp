@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
+#include "kernels/validation.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -123,14 +124,20 @@ TEST(Backends, MoeMatchesReference) {
     s.expert_dtype = kind == SchemeKind::NVFP4 ? DType::U8 : DType::BF16;
     Rng rng(11);
     auto moe = random_moe(rng, s, 1 << 20);
-    for (std::int64_t m : {1, 5, 40}) {
+    // 160 tokens: >= 16 per expert, so AMX runs its tiles, and the gather, SiLU and weighted sum
+    // are split across the pool.
+    for (std::int64_t m : {1, 5, 40, 160}) {
       const auto x = random_activations(rng, m, s.hidden);
       std::vector<float> want(static_cast<std::size_t>(m * s.hidden));
       reference_kernels().moe->run(x.data(), m, moe->layer, want.data(), Fp4Semantics::W4A16);
       for (const Backend* b : runnable(OpFamily::Moe)) {
         std::vector<float> got(want.size(), NAN);
         b->moe.moe->run(x.data(), m, moe->layer, got.data(), Fp4Semantics::W4A16);
-        EXPECT_LE(max_error(got, want, m, s.hidden), tolerance(b->moe.precision)) << b->name << " m=" << m;
+        // Once AMX rounds activations to bf16 for real (m = 160: 0.018 here) only the registry's
+        // validation tolerance applies; below that the tighter test tolerance does.
+        const double tol = m >= 160 && b->moe.precision != Precision::Fp32 ? validation_tolerance(b->moe.precision)
+                                                                            : tolerance(b->moe.precision);
+        EXPECT_LE(max_error(got, want, m, s.hidden), tol) << b->name << " m=" << m;
       }
     }
   }
