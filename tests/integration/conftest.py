@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +40,28 @@ def http(method, url, body=None, headers=None, timeout=30):
         return status, json.loads(text)
     except ValueError:
         return status, text
+
+
+def run_together(n, fn, timeout=300):
+    """Calls fn(i) for i in range(n) from n threads released at the same moment; returns the
+    results in order. Any exception fails the caller's test with the index of its thread."""
+    results, errors = [None] * n, []
+    barrier = threading.Barrier(n)
+
+    def run(i):
+        try:
+            barrier.wait()
+            results[i] = fn(i)
+        except Exception as e:  # reported below with the index
+            errors.append((i, e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not errors, errors
+    return results
 
 
 class Server:

@@ -2,13 +2,12 @@
 a client that disconnects frees its sequence at once; a full queue answers 503."""
 import json
 import socket
-import threading
 import time
 
 import openai
 import pytest
 
-from conftest import http
+from conftest import http, run_together
 
 
 def prompts(n):
@@ -24,23 +23,7 @@ def greedy_stream(client, messages, max_tokens):
 def test_sixteen_streams_equal_each_alone(client, server):
     msgs = prompts(16)
     alone = [greedy_stream(client, m, 24) for m in msgs]
-    together = [None] * 16
-    errors = []
-    start = threading.Barrier(16)
-
-    def run(i):
-        try:
-            start.wait()
-            together[i] = greedy_stream(client, msgs[i], 24)
-        except Exception as e:  # reported below with the index
-            errors.append((i, e))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors, errors
+    together = run_together(16, lambda i: greedy_stream(client, msgs[i], 24))
     for i in range(16):
         assert together[i] == alone[i], f"stream {i} differs when batched"
     assert len(set(alone)) > 1  # different prompts, different texts: the test compares something

@@ -3,12 +3,11 @@ conv and recurrent state next to its KV blocks, so batching must not mix them up
 streams at once, with prompts prefilled in several small chunks and fewer running slots than
 requests (so some wait and join later), each give the text they give alone."""
 import subprocess
-import threading
 
 import openai
 import pytest
 
-from conftest import BINARY, Server
+from conftest import BINARY, Server, run_together
 
 
 @pytest.fixture(scope="module", params=["qwen3_5_moe", "qwen3_next"])
@@ -32,22 +31,7 @@ def greedy(client, i, max_tokens=20):
 def test_eight_streams_on_a_hybrid_model_equal_each_alone(hybrid_server):
     client = openai.OpenAI(base_url=hybrid_server.base + "/v1", api_key="unused", max_retries=0, timeout=120)
     alone = [greedy(client, i) for i in range(8)]
-    together, errors = [None] * 8, []
-    barrier = threading.Barrier(8)
-
-    def run(i):
-        try:
-            barrier.wait()
-            together[i] = greedy(client, i)
-        except Exception as e:  # reported below with the index
-            errors.append((i, e))
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors, errors
+    together = run_together(8, lambda i: greedy(client, i))
     assert together == alone
     assert len(set(alone)) > 1
     assert hybrid_server.metric("fp4serve_requests_running") == 0
