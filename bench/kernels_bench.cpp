@@ -18,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/model_shapes.h"
 #include "kernels/random_data.h"
+#include "synth/presets.h"
 #include "kernels/registry.h"
 #include "util/cpu_features.h"
 #include "util/memory_bandwidth.h"
@@ -96,19 +97,7 @@ void memory_read(benchmark::State& state) {
 
 // Start-up validation on Qwen3-30B-A3B shapes (auto: the first passing backend per family).
 void validation_30b(benchmark::State& state) {
-  ModelConfig c;
-  c.arch = Arch::Qwen3Moe;
-  c.hidden_size = 2048;
-  c.num_hidden_layers = 48;
-  c.num_attention_heads = 32;
-  c.num_key_value_heads = 4;
-  c.head_dim = 128;
-  c.num_experts = 128;
-  c.num_experts_per_tok = 8;
-  c.moe_intermediate_size = 768;
-  c.norm_topk_prob = true;
-  c.vocab_size = 151936;
-  c.layer_types.assign(48, LayerType::FullAttention);
+  const ModelConfig c = synth::preset_config(Arch::Qwen3Moe, "30b-a3b");
   BackendOptions o;
   o.inject_faults = "";
   for (auto _ : state) {

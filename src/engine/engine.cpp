@@ -80,19 +80,26 @@ void Session::forward(std::span<const std::int32_t> tokens) {
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
-void Session::check_finite(std::int64_t position, std::int64_t step) {
+std::string describe_non_finite(std::span<const float> logits, std::int64_t position, std::int64_t step) {
   std::int64_t nan = 0, inf = 0, first = -1;
-  for (std::size_t i = 0; i < logits_.size(); ++i) {
-    if (std::isfinite(logits_[i])) continue;
-    (std::isnan(logits_[i]) ? nan : inf) += 1;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    if (std::isfinite(logits[i])) continue;
+    (std::isnan(logits[i]) ? nan : inf) += 1;
     if (first < 0) first = static_cast<std::int64_t>(i);
   }
-  if (first < 0) return;
+  if (first < 0) return {};
   std::ostringstream os;
   os << "non-finite logits after position " << position << " (generated token " << step << "): " << nan
-     << " NaN and " << inf << " Inf of " << logits_.size() << ", the first at token id " << first
+     << " NaN and " << inf << " Inf of " << logits.size() << ", the first at token id " << first
      << "; the request fails and no token is sampled";
-  const std::string where = os.str();
+  return os.str();
+}
+
+void Session::check_finite(std::int64_t position, std::int64_t step) {
+  const std::string where = describe_non_finite(logits_, position, step);
+  if (where.empty()) return;
+  std::ostringstream os;
+  os << where;
   if (guard_) {
     const kernels::GuardOutcome outcome = guard_->report_non_finite(where);
     if (outcome.kernels_changed) model_.set_kernels(guard_->kernels());

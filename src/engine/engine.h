@@ -47,6 +47,11 @@ struct GenerationResult {
   std::int64_t cached_prompt_tokens = 0;   // prompt tokens whose keys/values were re-used
 };
 
+// Empty when every logit is finite; else the message a failed request carries (counts of NaN
+// and Inf, the first bad token id, the position and generated-token index). Session and the
+// scheduler share it so both report the same way.
+std::string describe_non_finite(std::span<const float> logits, std::int64_t position, std::int64_t step);
+
 // Thrown when a forward produces NaN or Inf logits: the request fails, no token is sampled.
 class NonFiniteLogits : public Error {
  public:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "engine/engine.h"
 #include "engine/state_pool.h"
 #include "kernels/registry.h"
 
@@ -269,18 +270,8 @@ class SchedulerLoop {
 
   // The non-finite check of one row of logits; returns the message when the row is bad.
   std::string non_finite(const ScheduledSequence& s, const float* row) const {
-    std::int64_t nan = 0, inf = 0, first = -1;
-    for (std::int64_t i = 0; i < vocab_; ++i) {
-      if (std::isfinite(row[i])) continue;
-      (std::isnan(row[i]) ? nan : inf) += 1;
-      if (first < 0) first = i;
-    }
-    if (first < 0) return {};
-    std::ostringstream os;
-    os << "non-finite logits after position " << static_cast<std::int64_t>(s.tokens.size()) - 1
-       << " (generated token " << s.generated << "): " << nan << " NaN and " << inf << " Inf of " << vocab_
-       << ", the first at token id " << first << "; the request fails and no token is sampled";
-    return os.str();
+    return describe_non_finite({row, static_cast<std::size_t>(vocab_)}, static_cast<std::int64_t>(s.tokens.size()) - 1,
+                               s.generated);
   }
 
   bool is_stop(const ScheduledSequence& s, std::int32_t token) const {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "model/elementwise.h"
+
 namespace fp4serve::hybrid {
 
-inline float silu(float v) { return v / (1.0f + std::exp(-v)); }
+using fp4serve::silu;
 inline float sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 // torch.nn.functional.softplus (beta 1, threshold 20): x above the threshold passes through.
 inline float softplus(float v) { return v > 20.0f ? v : std::log1p(std::exp(v)); }

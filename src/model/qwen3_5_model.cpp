@@ -20,10 +20,6 @@ namespace {
 
 std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 
-void add_into(float* acc, const float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) acc[i] += x[i];
-}
-
 std::int64_t rows_for(const SequenceChunk& c) {
   const auto m = static_cast<std::int64_t>(c.tokens.size());
   return c.logits == LogitsFor::AllPositions ? m : c.logits == LogitsFor::LastPosition ? 1 : 0;

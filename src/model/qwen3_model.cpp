@@ -10,18 +10,13 @@
 #include <string>
 
 #include "kernels/weight_rows.h"
+#include "model/elementwise.h"
 #include "model/rms_norm.h"
 #include "util/error.h"
 
 namespace fp4serve {
 
 namespace {
-
-float silu(float v) { return v / (1.0f + std::exp(-v)); }
-
-void add_into(float* acc, const float* x, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) acc[i] += x[i];
-}
 
 std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
 
