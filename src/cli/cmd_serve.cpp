@@ -24,7 +24,7 @@
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
 #include "kernels/cli_options.h"
-#include "server/byte_size.h"
+#include "util/byte_size.h"
 #include "server/completion_handler.h"
 #include "server/http_server.h"
 #include "server/request_builder.h"
@@ -112,13 +112,13 @@ void serve(ServeArgs& a) {
   sched.max_model_len = a.max_model_len;
   sched.max_queue = a.max_queue;
   sched.prefill_chunk = a.prefill_chunk;
-  if (!a.kv_cache_memory.empty()) sched.kv_cache_bytes = server::parse_byte_size(a.kv_cache_memory, "--kv-cache-memory");
+  if (!a.kv_cache_memory.empty()) sched.kv_cache_bytes = parse_byte_size(a.kv_cache_memory, "--kv-cache-memory");
 
   server::HttpOptions http_options;
   http_options.host = a.host;
   http_options.port = a.port;
   http_options.api_key = a.api_key;
-  http_options.max_body_bytes = server::parse_byte_size(a.max_body, "--max-body-bytes");
+  http_options.max_body_bytes = parse_byte_size(a.max_body, "--max-body-bytes");
   // Each stream holds a connection thread; queued requests wait on theirs.
   http_options.threads = static_cast<std::size_t>(a.max_num_seqs + a.max_queue + 8);
 

@@ -7,6 +7,7 @@
 #include "model/checkpoint_summary.h"
 #include "synth/presets.h"
 #include "synth/synth_checkpoint.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 #include "util/progress_bar.h"
 
@@ -14,27 +15,11 @@ namespace fp4serve::cli {
 
 namespace {
 
-// "5GB", "500MB", "4GiB", "123" -> bytes.
-std::uint64_t parse_size(const std::string& text) {
-  std::size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &pos);
-  } catch (const std::exception&) {
-    fail("--shard-size ", text, ": not a size (examples: 5GB, 500MB, 2GiB)");
-  }
-  std::string unit = text.substr(pos);
-  double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else if (unit == "KiB") mult = 1024.0;
-  else if (unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else fail("--shard-size ", text, ": unknown unit '", unit, "' (B, KB, MB, GB, KiB, MiB, GiB)");
-  if (value <= 0) fail("--shard-size ", text, ": must be positive");
-  return static_cast<std::uint64_t>(value * mult);
+// "5GB", "500MB", "4GiB", "123" -> bytes; a shard of 0 bytes makes no sense.
+std::uint64_t parse_shard_size(const std::string& text) {
+  const std::uint64_t bytes = parse_byte_size(text, "--shard-size");
+  if (bytes == 0) fail("--shard-size ", text, ": must be positive");
+  return bytes;
 }
 
 }  // namespace
@@ -97,7 +82,7 @@ void register_synth(CLI::App& app) {
     opt.scope = a->scope.empty() ? synth::default_quant_scope(arch) : synth::quant_scope_from_name(a->scope);
     opt.seed = a->seed;
     opt.out_dir = a->out;
-    opt.shard_bytes = parse_size(a->shard_size);
+    opt.shard_bytes = parse_shard_size(a->shard_size);
     opt.no_data = a->no_data;
     opt.with_tokenizer = !a->no_tokenizer;
     opt.tokenizer_dir = a->tokenizer_dir;

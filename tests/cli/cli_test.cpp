@@ -97,6 +97,9 @@ TEST_F(Cli, ErrorsNameWhatIsWrongAndExitNonZero) {
   auto shard = run_cli("synth --shard-size 5XB --out " + (dir_ / "x").string());
   EXPECT_NE(shard.code, 0);
   EXPECT_NE(shard.out.find("--shard-size"), std::string::npos) << shard.out;
+  auto zero = run_cli("synth --shard-size 0 --out " + (dir_ / "x").string());
+  EXPECT_NE(zero.code, 0);
+  EXPECT_NE(zero.out.find("must be positive"), std::string::npos) << zero.out;
 
   auto no_cmd = run_cli("");
   EXPECT_NE(no_cmd.code, 0);

@@ -1,4 +1,4 @@
-#include "server/byte_size.h"
+#include "util/byte_size.h"
 
 #include <cctype>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "util/error.h"
 
-namespace fp4serve::server {
+namespace fp4serve {
 
 std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
   auto bad = [&] { fail(flag, ": '", text, "' is not a size (examples: 4GiB, 512MB, 1073741824)"); };
@@ -38,4 +38,4 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) 
   return static_cast<std::uint64_t>(std::llround(bytes));
 }
 
-}  // namespace fp4serve::server
+}  // namespace fp4serve

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-namespace fp4serve::server {
+namespace fp4serve {
 
 // Throws Error naming `flag` and the text when it is not a size.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
-}  // namespace fp4serve::server
+}  // namespace fp4serve

@@ -1,10 +1,10 @@
-#include "server/byte_size.h"
+#include "util/byte_size.h"
 
 #include <gtest/gtest.h>
 
 #include "common/expect_error.h"
 
-namespace fp4serve::server {
+namespace fp4serve {
 namespace {
 
 TEST(ByteSize, SuffixesAndPlainNumbers) {
@@ -24,4 +24,4 @@ TEST(ByteSize, GarbageNamesTheFlag) {
 }
 
 }  // namespace
-}  // namespace fp4serve::server
+}  // namespace fp4serve
