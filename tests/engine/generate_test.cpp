@@ -13,6 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "model/model_weights.h"
+#include "model/causal_lm.h"
 #include "model/qwen3_model.h"
 #include "model/qwen3_oracle.h"
 
@@ -115,6 +116,35 @@ TEST(Engine, SessionReusesTheCachedPrefix) {
   other.max_new_tokens = 1;
   const GenerationResult c = session.generate(other);
   EXPECT_EQ(c.cached_prompt_tokens, 5);
+}
+
+// A recurrent state cannot be rewound: a hybrid model re-uses its cache only when the new prompt
+// extends exactly what is cached, and otherwise starts over, still giving transformers' tokens.
+TEST(Engine, HybridSessionReusesOnlyAnExactlyExtendedPrefix) {
+  const oracle::Case hybrid{"qwen3_5_moe_bf16_fused", "default", "oracle_hybrid"};
+  const oracle::Data d = oracle::load(hybrid);
+  auto model = make_causal_lm(load_model_weights(hybrid.dir()), kernels::reference_kernels());
+  ASSERT_GT(model->state_spec().linear_layers, 0);
+  Session session(*model);
+  GenerationRequest first = greedy(d);
+  first.max_new_tokens = 10;
+  const GenerationResult a = session.generate(first);
+  EXPECT_EQ(a.tokens, std::vector<std::int32_t>(d.greedy_ids.begin(), d.greedy_ids.begin() + 10));
+  // Extending the cached tokens exactly: only the new token is run.
+  GenerationRequest second = greedy(d);
+  second.prompt.insert(second.prompt.end(), a.tokens.begin(), a.tokens.end());
+  second.max_new_tokens = 12;
+  const auto cached = static_cast<std::int64_t>(session.cached_tokens().size());
+  const GenerationResult b = session.generate(second);
+  EXPECT_EQ(b.cached_prompt_tokens, cached);
+  EXPECT_EQ(b.timings.prefill_tokens, 1);
+  EXPECT_EQ(b.tokens, std::vector<std::int32_t>(d.greedy_ids.begin() + 10, d.greedy_ids.begin() + 22));
+  // A prompt that shares only a prefix starts over (a Qwen3 model would keep 5 tokens here).
+  GenerationRequest again = greedy(d);
+  again.max_new_tokens = 10;
+  const GenerationResult c = session.generate(again);
+  EXPECT_EQ(c.cached_prompt_tokens, 0);
+  EXPECT_EQ(c.tokens, a.tokens);
 }
 
 TEST(Engine, SeededSamplingIsReproducible) {
