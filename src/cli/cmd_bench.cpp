@@ -58,7 +58,6 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   std::uint64_t bandwidth_mib = 0;  // 0: the default buffer (well past the last-level cache)
-  bool w4a4 = false;
   kernels::BackendOptions backends;
 };
 
@@ -270,8 +269,7 @@ void bench(BenchArgs& a) {
   const auto start = Clock::now();
   const CheckpointSummary summary = summarize_checkpoint(a.model_dir);
   ModelWeights weights = load_model_weights(a.model_dir);
-  kernels::BackendOptions options = a.backends;
-  options.semantics = a.w4a4 ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
+  const kernels::BackendOptions& options = a.backends;
   auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
   const std::unique_ptr<CausalLM> model = make_causal_lm(std::move(weights), selection->kernels(), options.semantics);
   const double load_s = seconds_since(start);
@@ -338,7 +336,7 @@ void bench(BenchArgs& a) {
                   {"weight_bytes_per_token", summary.weight_bytes_per_token}};
     j["threads"] = global_thread_pool().size();
     j["cpu"] = cpu_features().model_name;
-    j["semantics"] = a.w4a4 ? "W4A4" : "W4A16";
+    j["semantics"] = selection->report().semantics;
     j["kernels"] = selection->report().to_json();
     j["reps"] = a.reps;
     j["load_s"] = load_s;
@@ -375,7 +373,7 @@ void bench(BenchArgs& a) {
             << fixed(gib(summary.resident_weight_bytes), 2) << " GiB, decode reads "
             << fixed(static_cast<double>(summary.weight_bytes_per_token) / 1e9, 3) << " GB/token)\n";
   std::cout << "threads: " << global_thread_pool().size() << " | reps: " << a.reps << " | semantics: "
-            << (a.w4a4 ? "W4A4" : "W4A16") << "\n";
+            << selection->report().semantics << "\n";
   std::cout << "kernels:";
   for (const auto& f : selection->report().families)
     std::cout << " " << kernels::family_name(f.family) << "=" << (f.chosen.empty() ? "-" : f.chosen);
@@ -423,7 +421,6 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib,
                   "Buffer of the memory-bandwidth measurement in MiB (default: 4x the last-level cache, 512..2048)");
   cmd->add_flag("--json", a->json, "Print one JSON object (schema fp4serve.bench/1)");
-  cmd->add_flag("--w4a4", a->w4a4, "NVFP4 with activations quantized by input_scale (default W4A16)");
   kernels::add_backend_options(*cmd, a->backends);
   cmd->callback([a] { bench(*a); });
 }

@@ -17,14 +17,12 @@ void register_doctor(CLI::App& app) {
   struct Args {
     std::string model_dir;
     bool json = false;
-    bool w4a4 = false;
     std::uint64_t seed = 0;
     kernels::BackendOptions backends;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("-m,--model", args->model_dir, "Validate on this checkpoint's shapes (config.json + safetensors headers)");
   cmd->add_flag("--json", args->json, "Print one JSON object (schema fp4serve.doctor/1, docs/kernels.md)");
-  cmd->add_flag("--w4a4", args->w4a4, "Validate NVFP4 GEMMs with W4A4 semantics (activations quantized) instead of W4A16");
   cmd->add_option("--seed", args->seed, "Seed of the validation inputs (0: a fresh one, reported)");
   kernels::add_backend_options(*cmd, args->backends);
   cmd->callback([args] {
@@ -32,7 +30,6 @@ void register_doctor(CLI::App& app) {
     if (!args->model_dir.empty()) o.model_dir = args->model_dir;
     o.backends = args->backends;
     o.backends.seed = args->seed;
-    o.backends.semantics = args->w4a4 ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
     const nlohmann::json report = kernels::doctor_report(o);
     if (args->json) std::cout << report.dump(2) << "\n";
     else std::cout << kernels::doctor_text(report);

@@ -37,7 +37,6 @@ struct CommonArgs {
   engine::SamplingParams sampling;
   std::uint64_t seed = 0;
   bool seeded = false;
-  bool w4a4 = false;
   bool check_weights = false;
   bool quiet = false;
   std::string enable_thinking;  // "", "true", "false"
@@ -65,9 +64,6 @@ void add_common_options(CLI::App& cmd, CommonArgs& a) {
       ->capture_default_str();
   cmd.add_option("--seed", a.seed, "Sampling seed (default: random, reported in --json)")
       ->each([&a](const std::string&) { a.seeded = true; });
-  cmd.add_flag("--w4a4", a.w4a4,
-               "NVFP4 with activations quantized by each layer's input_scale, as Blackwell GPUs compute "
-               "(default W4A16: fp32 activations)");
   cmd.add_flag("--check-weights", a.check_weights, "Scan every weight and scale for NaN/Inf before running");
   cmd.add_option("--enable-thinking", a.enable_thinking, "Chat template variable enable_thinking (Qwen3)")
       ->check(CLI::IsMember({"true", "false"}));
@@ -81,7 +77,6 @@ engine::Runtime open(CommonArgs& a) {
   if (a.max_new_tokens < 0) fail("--max-new-tokens must be >= 0, got ", a.max_new_tokens);
   engine::RuntimeOptions o;
   o.backends = a.backends;
-  o.backends.semantics = a.w4a4 ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
   o.check_weights = a.check_weights;
   return engine::open_runtime(a.model_dir, o);
 }
@@ -268,7 +263,7 @@ void run(RunArgs& a) {
                        {"presence_penalty", request.sampling.presence_penalty},
                        {"frequency_penalty", request.sampling.frequency_penalty},
                        {"repetition_penalty", request.sampling.repetition_penalty}};
-    out["semantics"] = a.common.w4a4 ? "W4A4" : "W4A16";
+    out["semantics"] = rt.kernels->report().semantics;
     out["stop_tokens"] = rt.stop_tokens;
     out["kernels"] = rt.kernels->report().to_json();
     if (rt.weight_check) {

@@ -48,7 +48,6 @@ struct ServeArgs {
   std::int64_t prefill_chunk = 256;
   std::string max_body = "32MiB";
   std::string generation_config = "auto";
-  bool w4a4 = false;
   bool check_weights = false;
   kernels::BackendOptions backends;
 };
@@ -130,7 +129,6 @@ void serve(ServeArgs& a) {
 
   engine::RuntimeOptions o;
   o.backends = a.backends;
-  o.backends.semantics = a.w4a4 ? kernels::Fp4Semantics::W4A4 : kernels::Fp4Semantics::W4A16;
   o.check_weights = a.check_weights;
   engine::Runtime rt = engine::open_runtime(a.model_dir, o);
   std::cerr << rt.kernels->report().to_text();
@@ -208,7 +206,6 @@ void register_serve(CLI::App& app) {
                   "of the model's generation_config.json (as vLLM does); vllm or none: OpenAI's defaults")
       ->check(CLI::IsMember({"auto", "vllm", "none"}))
       ->capture_default_str();
-  cmd->add_flag("--w4a4", a->w4a4, "NVFP4 with activations quantized by each layer's input_scale (default W4A16)");
   cmd->add_flag("--check-weights", a->check_weights, "Scan every weight and scale for NaN/Inf before serving");
   kernels::add_backend_options(*cmd, a->backends);
   cmd->callback([a] { serve(*a); });

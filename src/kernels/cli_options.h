@@ -1,6 +1,7 @@
 #pragma once
 // The backend flags every command that runs a model takes (--fp4-gemm-backend, --moe-backend,
-// --dense-backend, --attention-backend). Header-only on purpose: it needs CLI11, which the
+// --dense-backend, --attention-backend, --linear-attention-backend, --allow-bf16-activations,
+// --w4a4). Header-only on purpose: it needs CLI11, which the
 // kernels library does not link; only command files (src/cli/) include it.
 #include <CLI/CLI.hpp>
 
@@ -33,6 +34,10 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
   }
   cmd.add_flag("--allow-bf16-activations", options.allow_bf16_activations,
                "Let auto choose backends that round activations to bf16 (AMX prefill): faster, not bit-faithful to fp32");
+  cmd.add_flag_callback(
+      "--w4a4", [&options] { options.semantics = Fp4Semantics::W4A4; },
+      "NVFP4 with activations quantized by each layer's input_scale, as Blackwell GPUs compute "
+      "(default W4A16: fp32 activations)");
 }
 
 }  // namespace fp4serve::kernels

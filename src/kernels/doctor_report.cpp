@@ -110,6 +110,7 @@ nlohmann::json doctor_report(const DoctorOptions& options) {
                   {"layers", config.num_hidden_layers}, {"experts", config.num_experts}, {"linear_modules", rq.modules.size()}};
   } else {
     shapes = builtin_shapes();
+    shapes.semantics = bo.semantics;  // doctor --w4a4 without a model validates W4A4 too
   }
   try {
     auto sel = select_kernels(bo, shapes);

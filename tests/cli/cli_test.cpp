@@ -139,6 +139,19 @@ TEST_F(Cli, DoctorOnASynthModel) {
   EXPECT_EQ(j["validation"]["families"].size(), 5u);
 }
 
+// --w4a4 is one of the shared backend options: every command's validation honours it, with or
+// without a model.
+TEST_F(Cli, W4a4ReachesValidationWithAndWithoutAModel) {
+  for (const std::string& model : {std::string(), " -m " + (fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt").string()}) {
+    auto r = run_cli("doctor --json --w4a4" + model);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["validation"]["semantics"], "W4A4") << model;
+    r = run_cli("doctor --json" + model);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["validation"]["semantics"], "W4A16") << model;
+  }
+}
+
 TEST_F(Cli, DoctorRefusesANamedBrokenBackend) {
   ::setenv("FP4SERVE_INJECT_FAULT", "reference:nan", 1);
   auto r = run_cli("doctor --fp4-gemm-backend reference");
