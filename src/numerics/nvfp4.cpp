@@ -16,7 +16,6 @@
 namespace fp4serve::nvfp4 {
 namespace {
 
-constexpr std::uint8_t kE4M3One = 0x38;     // 1.0: ModelOpt's scale for an all-zero block
 constexpr std::uint8_t kE4M3Eighth = 0x20;  // 0.125: compressed-tensors' FP8 "eps" for a zero scale
 
 // Validates a [rows, cols] NVFP4 problem and returns rows*cols.

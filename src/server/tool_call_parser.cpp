@@ -24,13 +24,16 @@ ToolCallParser::ToolCallParser(std::string id_prefix) : id_prefix_(std::move(id_
 
 void ToolCallParser::emit_content(std::string_view text, ToolCallDelta& out) {
   if (text.empty()) return;
-  if (next_index_ > 0 && blank(pending_space_ + std::string(text))) {
+  // Only the blank run right after a call is held; once real content has followed the call,
+  // later blanks belong to that content however the text was split into pieces.
+  if (right_after_call_ && blank(text)) {
     pending_space_.append(text);
     return;
   }
   out.content.append(pending_space_);
   pending_space_.clear();
   out.content.append(text);
+  right_after_call_ = false;
 }
 
 void ToolCallParser::finish_block(std::string_view body, bool closed, ToolCallDelta& out) {
@@ -48,6 +51,7 @@ void ToolCallParser::finish_block(std::string_view body, bool closed, ToolCallDe
   else if (j["arguments"].is_string()) call.arguments = j["arguments"].get<std::string>();
   else call.arguments = j["arguments"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   pending_space_.clear();  // the text between two calls is layout, not content
+  right_after_call_ = true;
   out.calls.push_back(std::move(call));
 }
 
@@ -84,6 +88,7 @@ ToolCallDelta ToolCallParser::flush() {
   held_.clear();
   inside_ = false;
   pending_space_.clear();
+  right_after_call_ = false;
   return d;
 }
 

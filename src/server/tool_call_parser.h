@@ -42,7 +42,8 @@ class ToolCallParser {
   std::string held_;
   bool inside_ = false;
   std::size_t next_index_ = 0;
-  std::string pending_space_;  // blank text after a call, emitted only if real content follows
+  std::string pending_space_;      // blank text after a call, emitted only if real content follows
+  bool right_after_call_ = false;  // no content emitted since the last call
 };
 
 }  // namespace fp4serve::server

@@ -91,5 +91,26 @@ TEST(ToolCallParser, ContentAfterACallIsKept) {
   EXPECT_EQ(d.content, "\n\nDone.");
 }
 
+// Found by openai_request_fuzz: blank text that follows real content after a call was held as
+// "layout" when it arrived in its own piece, and then dropped at the end of the output.
+TEST(ToolCallParser, TrailingBlankAfterContentIsKeptInAnyChunking) {
+  const std::string text = "<tool_call>{\"name\": \"f\"}</tool_call>\n tail\t \n";
+  for (std::size_t n : {1u, 2u, 5u, 1000u}) {
+    ToolCallParser p("x");
+    const ToolCallDelta d = run(p, text, n);
+    ASSERT_EQ(d.calls.size(), 1u) << n;
+    EXPECT_EQ(d.content, "\n tail\t \n") << n;
+  }
+}
+
+TEST(ToolCallParser, BlankTextOnlyAfterTheLastCallIsDropped) {
+  for (std::size_t n : {1u, 3u, 1000u}) {
+    ToolCallParser p("x");
+    const ToolCallDelta d = run(p, "<tool_call>{\"name\": \"f\"}</tool_call>\n \n", n);
+    ASSERT_EQ(d.calls.size(), 1u) << n;
+    EXPECT_EQ(d.content, "") << n;
+  }
+}
+
 }  // namespace
 }  // namespace fp4serve::server
