@@ -1,12 +1,18 @@
 // NVFP4 x fp32 GEMM, AVX-512 (F/BW/VL). The decode hot path: every weight byte is read once,
 // turned into fp32 in registers and used for up to four activation rows before the next byte.
 //
-// Decode of 32 elements (16 bytes, two 16-element blocks) into two zmm:
-//   v      = the 16 bytes zero-extended to 16 int32 lanes (lane j = byte j = elements 2j, 2j+1)
-//   ta, tb = the E2M1 table times block scale A (lanes 0-7) and B (lanes 8-15)
-//   w_lo   = permutex2var(ta, (v & 15) | sel, tb)   -> even elements, already scaled
-//   w_hi   = permutex2var(ta, (v >> 4) | sel, tb)   -> odd elements
-// so the activations are pre-split into even/odd halves per 32-element chunk (prepare_x).
+// Decode of 128 elements (64 bytes, eight 16-element blocks) of one weight row:
+//   v          = the 64 bytes as 16 int32 lanes; lane d holds elements 8d .. 8d+7, one nibble each
+//   w_j        = permutexvar(v >> 4j, table)  (j = 0..7): lane d = element 8d + j. The permute
+//                reads only the low 4 bits of each lane, so no masking is needed: one shift and
+//                one permute per 16 weights.
+//   t          = sum_j w_j * x_j               (x pre-arranged so x_j lane d = x[8d + j])
+//   acc       += t * s                         (s lane d = E4M3 scale of block d / 2)
+// Lanes never mix blocks, so the block scale is applied once per 8 products instead of scaling
+// the table per block. E4M3 -> fp32 is a shift of the code into the exponent field and one
+// multiply by 2^120 (exact, subnormal codes included); a chunk whose scales have the sign bit or
+// the NaN code takes the table path instead. The previous loop (two scaled tables per 32
+// elements, ≈ 10 port-0/5 uops per 32 weights) ran ≈ 1.6x slower (docs/perf.md).
 // E2M1 x E4M3 products are exact in fp32; the per-tensor scale is applied once per output.
 //
 // ISA translation unit: no standard-library templates here (their instantiations would be
@@ -14,6 +20,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/isa_kernels.h"
 #include "kernels/lut.h"
@@ -24,23 +31,73 @@ namespace fp4serve::kernels::avx512 {
 
 namespace {
 
-constexpr std::int64_t kRows = 4;   // weight rows decoded per step
-constexpr std::int64_t kMaxMb = 4;  // activation rows each decoded weight is used for
+constexpr std::int64_t kChunk = 128;  // weights per decode step (64 bytes, one cache line)
+constexpr std::int64_t kRows = 4;     // weight rows decoded per step
+constexpr std::int64_t kMaxMb = 4;    // activation rows each decoded weight is used for
 constexpr std::int64_t kPrefetchBytes = 4096;  // software prefetch distance (measured best: 4 KB)
 
-// xd[i][32c + j] = x[i][32c + 2j] (j < 16), xd[i][32c + 16 + j] = x[i][32c + 2j + 1];
-// a trailing half chunk (k % 32 == 16) is zero-padded.
+// The activation layout the decode wants is a transpose of each 128-element chunk seen as a
+// 16 x 8 matrix (row d = x[8d .. 8d+7]): xd[c + 16j + d] = x[c + 8d + j]. Done in registers in
+// three rounds of two-source permutes; round s pairs registers that differ in bit s and sends
+// the elements with bit s of j clear to the first, set to the second (a butterfly over the
+// register index). The index vectors are worked out once by simulating the rounds.
+struct TransposeIndices {
+  alignas(64) std::int32_t idx[3][8][16];  // [round][destination register][lane] -> source lane 0..31
+};
+
+const TransposeIndices& transpose_indices() {
+  static const TransposeIndices t = [] {
+    TransposeIndices out{};
+    int regs[8][16];
+    for (int q = 0; q < 8; ++q)
+      for (int l = 0; l < 16; ++l) regs[q][l] = 16 * q + l;
+    for (int s = 0; s < 3; ++s) {
+      int next[8][16];
+      for (int a = 0; a < 8; ++a) {
+        if (a & (1 << s)) continue;
+        const int b = a | (1 << s);
+        int fill[2] = {0, 0};
+        // Ordered by source position, which keeps d ascending within each destination.
+        for (int src = 0; src < 32; ++src) {
+          const int e = src < 16 ? regs[a][src] : regs[b][src - 16];
+          const int side = (e >> s) & 1;  // bit s of j = e % 8
+          const int dst = side ? b : a;
+          out.idx[s][dst][fill[side]] = src;
+          next[dst][fill[side]++] = e;
+        }
+      }
+      for (int q = 0; q < 8; ++q)
+        for (int l = 0; l < 16; ++l) regs[q][l] = next[q][l];
+    }
+    return out;
+  }();
+  return t;
+}
+
 void prepare_x(const float* x, std::int64_t m, std::int64_t k, float* xd, std::int64_t kp) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  const TransposeIndices& t = transpose_indices();
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     float* di = xd + i * kp;
-    for (std::int64_t c = 0; c < kp; c += 32) {
-      const __m512 a = _mm512_loadu_ps(xi + c);
-      const __m512 b = c + 32 <= k ? _mm512_loadu_ps(xi + c + 16) : _mm512_setzero_ps();
-      _mm512_storeu_ps(di + c, _mm512_permutex2var_ps(a, even, b));
-      _mm512_storeu_ps(di + c + 16, _mm512_permutex2var_ps(a, odd, b));
+    for (std::int64_t c = 0; c < kp; c += kChunk) {
+      if (c + kChunk > k) {  // the zero-padded last chunk
+        for (int j = 0; j < 8; ++j)
+          for (int d = 0; d < 16; ++d) di[c + 16 * j + d] = c + 8 * d + j < k ? xi[c + 8 * d + j] : 0.0f;
+        continue;
+      }
+      __m512 r[8];
+      for (int q = 0; q < 8; ++q) r[q] = _mm512_loadu_ps(xi + c + 16 * q);
+      for (int s = 0; s < 3; ++s) {
+        __m512 n[8];
+        for (int a = 0; a < 8; ++a) {
+          if (a & (1 << s)) continue;
+          const int b = a | (1 << s);
+          n[a] = _mm512_permutex2var_ps(r[a], _mm512_load_si512(t.idx[s][a]), r[b]);
+          n[b] = _mm512_permutex2var_ps(r[a], _mm512_load_si512(t.idx[s][b]), r[b]);
+        }
+        for (int q = 0; q < 8; ++q) r[q] = n[q];
+      }
+      for (int j = 0; j < 8; ++j) _mm512_storeu_ps(di + c + 16 * j, r[j]);
     }
   }
 }
@@ -57,12 +114,38 @@ struct Ctx {
   const float* e2m1;
 };
 
+// True when one of the 8 E4M3 codes has the sign bit or is the NaN code 0x7F: the shift
+// conversion below handles neither, so such a chunk reads the table.
+inline bool needs_table(std::uint64_t codes) {
+  constexpr std::uint64_t kHigh = 0x8080808080808080ull, kOne = 0x0101010101010101ull;
+  return ((codes | (codes + kOne)) & kHigh) != 0;  // b + 1 reaches 0x80 only from 0x7F
+}
+
+// Lane d = value of scale code d / 2 (for codes without sign bit and not NaN).
+inline __m512 scales_by_shift(std::uint64_t codes) {
+  __m128i s = _mm_cvtsi64_si128(static_cast<long long>(codes));
+  s = _mm_unpacklo_epi8(s, s);
+  const __m512 bits = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(s), 20));
+  return _mm512_mul_ps(bits, _mm512_set1_ps(0x1p120f));
+}
+
+inline __m512 scales_by_table(const std::uint8_t* codes, int count, const float* e4m3) {
+  alignas(64) float s[16] = {};
+  for (int d = 0; d < 2 * count; ++d) s[d] = e4m3[codes[d / 2]];
+  return _mm512_load_ps(s);
+}
+
+inline __m512 block_scales(const std::uint8_t* sp, int count, const float* e4m3) {
+  std::uint64_t codes = 0;
+  std::memcpy(&codes, sp, static_cast<std::size_t>(count));  // count = 8 except in a tail chunk
+  if (needs_table(codes)) return scales_by_table(sp, count, e4m3);
+  return scales_by_shift(codes);
+}
+
 template <int R, int MB>
 void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
   const __m512 lut = _mm512_load_ps(c.e2m1);
-  const __m512i sel = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i low4 = _mm512_set1_epi32(15);
-  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, full = c.k / 32;
+  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, full = c.k / kChunk;
   const std::int64_t ahead = (kPrefetchBytes + row_bytes - 1) / row_bytes;  // rows
   const float* xd = c.xd + m0 * c.kp;
 
@@ -72,52 +155,42 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
 
+  // One chunk of one row: `bytes` of codes (64 except in the tail), `nscales` block scales.
+  auto step = [&](int r, std::int64_t ch, const __m512i v, int nscales) {
+    const __m512 s = block_scales(c.scales + (n0 + r) * row_scales + ch * 8, nscales, c.e4m3);
+    __m512 t[MB];
+    const float* xc = xd + ch * kChunk;
+    const __m512 w0 = _mm512_permutexvar_ps(v, lut);
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) t[i] = _mm512_mul_ps(w0, _mm512_loadu_ps(xc + i * c.kp));
+#pragma GCC unroll 8
+    for (int j = 1; j < 8; ++j) {
+      const __m512 w = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4 * j), lut);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) t[i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(xc + i * c.kp + 16 * j), t[i]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_fmadd_ps(t[i], s, acc[r][i]);
+  };
+
   for (std::int64_t ch = 0; ch < full; ++ch) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + ch * 16;
-      const std::uint8_t* sp = c.scales + (n0 + r) * row_scales + ch * 2;
+      const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + ch * 64;
       // Rows are short (a few hundred bytes to a few KB): the hardware prefetcher barely ramps
       // up within one, so fetch the same place ~4 KB of rows ahead ourselves.
-      if ((ch & 3) == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(wp + ahead * row_bytes), _MM_HINT_T0);
-        if ((ch & 31) == 0) _mm_prefetch(reinterpret_cast<const char*>(sp + ahead * row_scales), _MM_HINT_T0);
-      }
-      const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp)));
-      const __m512 ta = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[0]]));
-      const __m512 tb = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[1]]));
-      const __m512i ilo = _mm512_ternarylogic_epi32(v, low4, sel, 0xEA);  // (v & 15) | sel
-      const __m512i ihi = _mm512_or_si512(_mm512_srli_epi32(v, 4), sel);
-      const __m512 wlo = _mm512_permutex2var_ps(ta, ilo, tb);
-      const __m512 whi = _mm512_permutex2var_ps(ta, ihi, tb);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i) {
-        const float* xp = xd + i * c.kp + ch * 32;
-        acc[r][i] = _mm512_fmadd_ps(wlo, _mm512_loadu_ps(xp), acc[r][i]);
-        acc[r][i] = _mm512_fmadd_ps(whi, _mm512_loadu_ps(xp + 16), acc[r][i]);
-      }
+      _mm_prefetch(reinterpret_cast<const char*>(wp + ahead * row_bytes), _MM_HINT_T0);
+      if ((ch & 7) == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(c.scales + (n0 + r + ahead) * row_scales + ch * 8), _MM_HINT_T0);
+      step(r, ch, _mm512_loadu_si512(wp), 8);
     }
   }
-  if (c.k % 32 != 0) {  // one last 16-element block: bytes 8..15 and table B stay zero
+  if (const std::int64_t tail = c.k % kChunk; tail != 0) {  // 16..112 elements: masked, zero codes
     const std::int64_t ch = full;
+    const __mmask64 mask = (1ull << (tail / 2)) - 1;
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + ch * 16;
-      const std::uint8_t* sp = c.scales + (n0 + r) * row_scales + ch * 2;
-      const __m512i v = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(0x00FF, wp));
-      const __m512 ta = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[0]]));
-      const __m512 tb = _mm512_setzero_ps();
-      const __m512i ilo = _mm512_ternarylogic_epi32(v, low4, sel, 0xEA);
-      const __m512i ihi = _mm512_or_si512(_mm512_srli_epi32(v, 4), sel);
-      const __m512 wlo = _mm512_permutex2var_ps(ta, ilo, tb);
-      const __m512 whi = _mm512_permutex2var_ps(ta, ihi, tb);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i) {
-        const float* xp = xd + i * c.kp + ch * 32;
-        acc[r][i] = _mm512_fmadd_ps(wlo, _mm512_loadu_ps(xp), acc[r][i]);
-        acc[r][i] = _mm512_fmadd_ps(whi, _mm512_loadu_ps(xp + 16), acc[r][i]);
-      }
-    }
+    for (int r = 0; r < R; ++r)
+      step(r, ch, _mm512_maskz_loadu_epi8(mask, c.data + (n0 + r) * row_bytes + ch * 64), static_cast<int>(tail / 16));
   }
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -141,7 +214,7 @@ void rows(const Ctx& c, std::int64_t n0) {
 
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  const std::int64_t kp = (w.k + 31) / 32 * 32;
+  const std::int64_t kp = (w.k + kChunk - 1) / kChunk * kChunk;
   float* xd = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(m * kp) * sizeof(float)));
   prepare_x(x, m, w.k, xd, kp);
   const DecodeTables& t = decode_tables();
