@@ -2,8 +2,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "kernels/scratch.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -29,9 +29,10 @@ void SimdDeltaRuleKernel::run(const DeltaRuleArgs& a) const {
     fail(backend_, " gated delta rule: unsupported shape (", a.num_k_heads, " key heads, ", a.num_v_heads,
          " value heads, dk ", a.dk, ", dv ", a.dv, ")");
   if (a.m == 0) return;
-  std::vector<float> decay(static_cast<std::size_t>(a.m * a.num_v_heads));
-  for (std::size_t i = 0; i < decay.size(); ++i) decay[i] = std::exp(a.g[i]);
-  core_(a, decay.data());
+  const std::int64_t n = a.m * a.num_v_heads;
+  float* decay = thread_scratch_as<float>(kScratchDecay, static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) decay[i] = std::exp(a.g[i]);
+  core_(a, decay);
 }
 
 }  // namespace fp4serve::kernels

@@ -14,7 +14,8 @@ enum ScratchSlot : int {
   kScratchMoeFirst = 4,         // 4..9: the MoE driver
   kScratchAttention = 10,       // attention scores
   kScratchLinearAttention = 11,  // a delta rule task's state slice
-  kScratchSlots = 12,
+  kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers
+  kScratchSlots = 13,
 };
 
 // A buffer of at least `bytes` private to the calling thread; contents unspecified; valid until

@@ -1,11 +1,11 @@
 // Mirrors Qwen3_5MoeAttention.forward / Qwen3NextAttention.forward.
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
 #include "model/rms_norm.h"
+#include "model/workspace_pool.h"
 
 namespace fp4serve::hybrid {
 
@@ -20,34 +20,38 @@ void Context::linear(const float* x, std::int64_t m, const kernels::WeightMatrix
 
 void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t attention_index,
                      const RotaryEmbedding& rope, const float* cos, const float* sin, const float* x,
-                     std::span<const SequenceRows> seqs, std::int64_t rows, float* out) {
+                     std::span<const SequenceRows> seqs, std::int64_t rows, LayerWorkspace& ws, float* out) {
   const ModelConfig& c = *ctx.config;
   const std::int64_t D = c.head_dim, Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const std::int64_t half = rope.rotary_dim() / 2, kv_row = Hkv * D;
   const bool gated = c.attn_output_gate;
 
   // q_proj(x).view(..., heads, 2 * head_dim) then chunk(2): per head [query (D) | gate (D)].
-  std::vector<float> qg(sz(rows * Hq * D * (gated ? 2 : 1)));
-  std::vector<float> q(sz(rows * Hq * D)), gate(gated ? sz(rows * Hq * D) : 0);
-  std::vector<float> k(sz(rows * kv_row)), v(sz(rows * kv_row)), attn(sz(rows * Hq * D));
-  ctx.linear(x, rows, w.q_proj, qg.data());
+  const std::size_t q_size = sz(rows * Hq * D);
+  float* q = grown(ws.q, q_size);
+  float* gate = gated ? grown(ws.gate, q_size) : nullptr;
+  float* k = grown(ws.k, sz(rows * kv_row));
+  float* v = grown(ws.v, sz(rows * kv_row));
+  float* attn = grown(ws.attn, q_size);
   if (gated) {
+    float* qg = grown(ws.qg, 2 * q_size);
+    ctx.linear(x, rows, w.q_proj, qg);
     for (std::int64_t t = 0; t < rows; ++t)
       for (std::int64_t h = 0; h < Hq; ++h) {
-        const float* src = qg.data() + (t * Hq + h) * 2 * D;
-        std::memcpy(q.data() + (t * Hq + h) * D, src, sz(D) * sizeof(float));
-        std::memcpy(gate.data() + (t * Hq + h) * D, src + D, sz(D) * sizeof(float));
+        const float* src = qg + (t * Hq + h) * 2 * D;
+        std::memcpy(q + (t * Hq + h) * D, src, sz(D) * sizeof(float));
+        std::memcpy(gate + (t * Hq + h) * D, src + D, sz(D) * sizeof(float));
       }
   } else {
-    q = std::move(qg);
+    ctx.linear(x, rows, w.q_proj, q);
   }
-  ctx.linear(x, rows, w.k_proj, k.data());
-  ctx.linear(x, rows, w.v_proj, v.data());
-  rms_norm(q.data(), rows * Hq, D, w.q_norm, c.rms_norm_eps, q.data());
-  rms_norm(k.data(), rows * Hkv, D, w.k_norm, c.rms_norm_eps, k.data());
+  ctx.linear(x, rows, w.k_proj, k);
+  ctx.linear(x, rows, w.v_proj, v);
+  rms_norm(q, rows * Hq, D, w.q_norm, c.rms_norm_eps, q);
+  rms_norm(k, rows * Hkv, D, w.k_norm, c.rms_norm_eps, k);
   for (std::int64_t t = 0; t < rows; ++t) {
-    rope.apply(q.data() + t * Hq * D, Hq, D, cos + t * half, sin + t * half);
-    rope.apply(k.data() + t * kv_row, Hkv, D, cos + t * half, sin + t * half);
+    rope.apply(q + t * Hq * D, Hq, D, cos + t * half, sin + t * half);
+    rope.apply(k + t * kv_row, Hkv, D, cos + t * half, sin + t * half);
   }
 
   // Per sequence: write the new keys and values into its paged cache, then attend.
@@ -58,12 +62,12 @@ void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t
     for (std::int64_t t = 0; t < s.m; ++t) {
       const std::int64_t p = st.past + t;
       float* block = st.kv_blocks[sz(p / B)];
-      std::memcpy(block + k_offset + (p % B) * kv_row, k.data() + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
-      std::memcpy(block + v_offset + (p % B) * kv_row, v.data() + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
+      std::memcpy(block + k_offset + (p % B) * kv_row, k + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
+      std::memcpy(block + v_offset + (p % B) * kv_row, v + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
     }
     kernels::AttentionArgs args;
-    args.q = q.data() + s.begin * Hq * D;
-    args.out = attn.data() + s.begin * Hq * D;
+    args.q = q + s.begin * Hq * D;
+    args.out = attn + s.begin * Hq * D;
     args.kv_blocks = st.kv_blocks.data();
     args.block_tokens = B;
     args.k_offset = k_offset;
@@ -79,8 +83,8 @@ void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t
 
   // attn_output * torch.sigmoid(gate), then o_proj.
   if (gated)
-    for (std::size_t i = 0; i < attn.size(); ++i) attn[i] *= sigmoid(gate[i]);
-  ctx.linear(attn.data(), rows, w.o_proj, out);
+    for (std::size_t i = 0; i < q_size; ++i) attn[i] *= sigmoid(gate[i]);
+  ctx.linear(attn, rows, w.o_proj, out);
 }
 
 }  // namespace fp4serve::hybrid

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
+#include "model/workspace_pool.h"
 #include "util/error.h"
 
 namespace fp4serve::hybrid {
@@ -48,30 +48,34 @@ void ungroup_row(const Dims& d, const float* qkvz, const float* ba, float* qkv, 
 }  // namespace
 
 void gated_deltanet(const Context& ctx, const LinearAttentionWeights& w, std::int64_t linear_index, const float* x,
-                    std::span<const SequenceRows> seqs, std::int64_t rows, float* out) {
+                    std::span<const SequenceRows> seqs, std::int64_t rows, LayerWorkspace& ws, float* out) {
   const ModelConfig& c = *ctx.config;
   const Dims d(c);
-  std::vector<float> qkv(sz(rows * d.conv_dim)), z(sz(rows * d.value_dim)), b(sz(rows * d.Hv)), a(sz(rows * d.Hv));
+  float* qkv = grown(ws.qkv, sz(rows * d.conv_dim));
+  float* z = grown(ws.z, sz(rows * d.value_dim));
+  float* b = grown(ws.b, sz(rows * d.Hv));
+  float* a = grown(ws.a, sz(rows * d.Hv));
   if (w.layout == LinearAttnLayout::Split) {
-    ctx.linear(x, rows, w.in_proj_qkv, qkv.data());
-    ctx.linear(x, rows, w.in_proj_z, z.data());
-    ctx.linear(x, rows, w.in_proj_b, b.data());
-    ctx.linear(x, rows, w.in_proj_a, a.data());
+    ctx.linear(x, rows, w.in_proj_qkv, qkv);
+    ctx.linear(x, rows, w.in_proj_z, z);
+    ctx.linear(x, rows, w.in_proj_b, b);
+    ctx.linear(x, rows, w.in_proj_a, a);
   } else {
-    std::vector<float> qkvz(sz(rows * (d.conv_dim + d.value_dim))), ba(sz(rows * 2 * d.Hv));
-    ctx.linear(x, rows, w.in_proj_qkvz, qkvz.data());
-    ctx.linear(x, rows, w.in_proj_ba, ba.data());
+    float* qkvz = grown(ws.qkvz, sz(rows * (d.conv_dim + d.value_dim)));
+    float* ba = grown(ws.ba, sz(rows * 2 * d.Hv));
+    ctx.linear(x, rows, w.in_proj_qkvz, qkvz);
+    ctx.linear(x, rows, w.in_proj_ba, ba);
     for (std::int64_t t = 0; t < rows; ++t)
-      ungroup_row(d, qkvz.data() + t * (d.conv_dim + d.value_dim), ba.data() + t * 2 * d.Hv,
-                  qkv.data() + t * d.conv_dim, z.data() + t * d.value_dim, b.data() + t * d.Hv, a.data() + t * d.Hv);
+      ungroup_row(d, qkvz + t * (d.conv_dim + d.value_dim), ba + t * 2 * d.Hv, qkv + t * d.conv_dim,
+                  z + t * d.value_dim, b + t * d.Hv, a + t * d.Hv);
   }
 
   // beta = b.sigmoid(); g = -A_log.float().exp() * softplus(a.float() + dt_bias). In place: b
   // becomes beta and a becomes g.
   for (std::int64_t t = 0; t < rows; ++t) {
     for (std::int64_t h = 0; h < d.Hv; ++h) {
-      float& bt = b[sz(t * d.Hv + h)];
-      float& at = a[sz(t * d.Hv + h)];
+      float& bt = b[t * d.Hv + h];
+      float& at = a[t * d.Hv + h];
       bt = sigmoid(bt);
       at = -std::exp(w.A_log[sz(h)]) * softplus(at + w.dt_bias[sz(h)]);
     }
@@ -79,15 +83,14 @@ void gated_deltanet(const Context& ctx, const LinearAttentionWeights& w, std::in
 
   // Per sequence: conv1d + SiLU with its conv state, l2norm of q and k, the delta rule with its
   // recurrent state.
-  std::vector<float> core(sz(rows * d.value_dim));
-  std::vector<float> conv, q, k, v;
+  float* core = grown(ws.core, sz(rows * d.value_dim));
   const float q_scale = static_cast<float>(std::pow(static_cast<double>(d.dk), -0.5));
   for (const SequenceRows& s : seqs) {
     const std::int64_t m = s.m;
-    conv.resize(sz(m * d.conv_dim));
+    float* conv = grown(ws.conv, sz(m * d.conv_dim));
     kernels::Conv1dArgs ca;
-    ca.x = qkv.data() + s.begin * d.conv_dim;
-    ca.out = conv.data();
+    ca.x = qkv + s.begin * d.conv_dim;
+    ca.out = conv;
     ca.state = s.state->conv_state[sz(linear_index)];
     ca.weight = w.conv1d.data();
     ca.m = m;
@@ -95,26 +98,26 @@ void gated_deltanet(const Context& ctx, const LinearAttentionWeights& w, std::in
     ca.kernel = d.K;
     ctx.kernels.conv1d->run(ca);
 
-    q.resize(sz(m * d.key_dim));
-    k.resize(sz(m * d.key_dim));
-    v.resize(sz(m * d.value_dim));
+    float* q = grown(ws.lq, sz(m * d.key_dim));
+    float* k = grown(ws.lk, sz(m * d.key_dim));
+    float* v = grown(ws.lv, sz(m * d.value_dim));
     for (std::int64_t t = 0; t < m; ++t) {
-      const float* row = conv.data() + t * d.conv_dim;
-      std::memcpy(q.data() + t * d.key_dim, row, sz(d.key_dim) * sizeof(float));
-      std::memcpy(k.data() + t * d.key_dim, row + d.key_dim, sz(d.key_dim) * sizeof(float));
-      std::memcpy(v.data() + t * d.value_dim, row + 2 * d.key_dim, sz(d.value_dim) * sizeof(float));
+      const float* row = conv + t * d.conv_dim;
+      std::memcpy(q + t * d.key_dim, row, sz(d.key_dim) * sizeof(float));
+      std::memcpy(k + t * d.key_dim, row + d.key_dim, sz(d.key_dim) * sizeof(float));
+      std::memcpy(v + t * d.value_dim, row + 2 * d.key_dim, sz(d.value_dim) * sizeof(float));
     }
-    l2norm_rows(q.data(), m * d.Hk, d.dk, q_scale);  // query * head_k_dim ** -0.5, after the l2norm
-    l2norm_rows(k.data(), m * d.Hk, d.dk, 1.0f);
+    l2norm_rows(q, m * d.Hk, d.dk, q_scale);  // query * head_k_dim ** -0.5, after the l2norm
+    l2norm_rows(k, m * d.Hk, d.dk, 1.0f);
 
     kernels::DeltaRuleArgs da;
-    da.q = q.data();
-    da.k = k.data();
-    da.v = v.data();
-    da.g = a.data() + s.begin * d.Hv;
-    da.beta = b.data() + s.begin * d.Hv;
+    da.q = q;
+    da.k = k;
+    da.v = v;
+    da.g = a + s.begin * d.Hv;
+    da.beta = b + s.begin * d.Hv;
     da.state = s.state->recurrent_state[sz(linear_index)];
-    da.out = core.data() + s.begin * d.value_dim;
+    da.out = core + s.begin * d.value_dim;
     da.m = m;
     da.num_k_heads = d.Hk;
     da.num_v_heads = d.Hv;
@@ -124,8 +127,8 @@ void gated_deltanet(const Context& ctx, const LinearAttentionWeights& w, std::in
   }
 
   // Qwen3_5MoeRMSNormGated per value head with z as the gate, then out_proj.
-  gated_rms_norm(core.data(), z.data(), rows * d.Hv, d.dv, w.norm, c.rms_norm_eps);
-  ctx.linear(core.data(), rows, w.out_proj, out);
+  gated_rms_norm(core, z, rows * d.Hv, d.dv, w.norm, c.rms_norm_eps);
+  ctx.linear(core, rows, w.out_proj, out);
 }
 
 }  // namespace fp4serve::hybrid

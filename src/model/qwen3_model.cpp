@@ -33,31 +33,6 @@ struct Qwen3Model::Workspace {
   std::vector<std::int64_t> logit_rows;       // rows that get logits, in output order
 };
 
-// Borrows an idle workspace (or makes one) for the duration of a call and returns it after.
-class Qwen3Model::WorkspaceLease {
- public:
-  explicit WorkspaceLease(const Qwen3Model& model) : model_(model) {
-    std::lock_guard lock(model_.workspace_mu_);
-    if (model_.idle_workspaces_.empty()) {
-      ws_ = std::make_unique<Workspace>();
-    } else {
-      ws_ = std::move(model_.idle_workspaces_.back());
-      model_.idle_workspaces_.pop_back();
-    }
-  }
-  ~WorkspaceLease() {
-    std::lock_guard lock(model_.workspace_mu_);
-    model_.idle_workspaces_.push_back(std::move(ws_));
-  }
-  WorkspaceLease(const WorkspaceLease&) = delete;
-  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
-  Workspace& operator*() const { return *ws_; }
-
- private:
-  const Qwen3Model& model_;
-  std::unique_ptr<Workspace> ws_;
-};
-
 Qwen3Model::Qwen3Model(ModelWeights weights, kernels::KernelSet kernel_set, kernels::Fp4Semantics semantics)
     : weights_(std::move(weights)), semantics_(semantics), rope_(weights_.config) {
   set_kernels(kernel_set);
@@ -212,7 +187,7 @@ void Qwen3Model::forward(std::span<const SequenceChunk> chunks, std::span<float>
   const std::int64_t H = c.hidden_size;
   const std::int64_t out_rows = validate(chunks, logits.size());
 
-  const WorkspaceLease lease(*this);
+  const WorkspacePool<Workspace>::Lease lease(workspaces_);
   Workspace& s = *lease;
   s.first_row.resize(chunks.size() + 1);
   s.first_row[0] = 0;

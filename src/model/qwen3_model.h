@@ -9,7 +9,6 @@
 // writes and attention are per row / per sequence.
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "model/causal_lm.h"
 #include "model/model_weights.h"
 #include "model/rope.h"
+#include "model/workspace_pool.h"
 
 namespace fp4serve {
 
@@ -41,7 +41,6 @@ class Qwen3Model final : public CausalLM {
 
  private:
   struct Workspace;
-  class WorkspaceLease;
   // y[m, W.n] = x[m, W.k] * W^T through the kernel for W's storage kind.
   void linear(const float* x, std::int64_t m, const kernels::WeightMatrix& w, float* y) const;
   void attention(const DecoderLayerWeights& layer, std::int64_t layer_index, std::span<const SequenceChunk> chunks,
@@ -54,8 +53,7 @@ class Qwen3Model final : public CausalLM {
   kernels::KernelSet kernels_;
   kernels::Fp4Semantics semantics_;
   RotaryEmbedding rope_;
-  mutable std::mutex workspace_mu_;
-  mutable std::vector<std::unique_ptr<Workspace>> idle_workspaces_;
+  WorkspacePool<Workspace> workspaces_;
 };
 
 }  // namespace fp4serve
