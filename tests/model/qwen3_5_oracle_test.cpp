@@ -236,11 +236,7 @@ TEST(Qwen3_5OracleFixtures, AutoSelectedKernelsMatchTransformers) {
     SCOPED_TRACE(fixture);
     const oracle::Case c{fixture, "default", "oracle_hybrid"};
     const oracle::Data data = oracle::load(c);
-    ModelWeights weights = load_model_weights(c.dir());
-    kernels::BackendOptions options;
-    options.seed = 11;
-    const auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
-    const auto model = make_qwen3_5_model(std::move(weights), selection->kernels());
+    const auto model = oracle::open_with_auto_kernels(c, 11);
     const auto P = static_cast<std::int64_t>(data.prompt_ids.size());
     SequenceBuffers seq(model->state_spec(), static_cast<std::int64_t>(data.ids.size()));
     std::vector<float> logits = run(*model, seq, data.prompt_ids, LogitsFor::AllPositions);

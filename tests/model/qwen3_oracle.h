@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@
 #include "formats/safetensors.h"
 #include "formats/safetensors_writer.h"
 #include "kernels/kernels.h"
+#include "kernels/registry.h"
+#include "model/causal_lm.h"
+#include "model/model_weights.h"
 #include "util/error.h"
 
 namespace fp4serve::oracle {
@@ -59,6 +63,15 @@ inline std::vector<Case> cases(const std::string& set = "oracle") {
     for (const auto& [variant, _] : doc.at("variants").items()) out.push_back({d.filename().string(), variant, set});
   }
   return out;
+}
+
+// The fixture's model with the kernels `auto` selects on this machine (validated with `seed`).
+inline std::unique_ptr<CausalLM> open_with_auto_kernels(const Case& c, std::uint64_t seed) {
+  ModelWeights weights = load_model_weights(c.dir());
+  kernels::BackendOptions options;
+  options.seed = seed;
+  const auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
+  return make_causal_lm(std::move(weights), selection->kernels(), c.semantics());
 }
 
 struct Data {
