@@ -3,14 +3,14 @@
 // roofline (bandwidth / weight bytes read per decoded token).
 //
 //   fp4serve bench -m DIR [-p 512] [-n 128] [-t THREADS] [--batch 1,4,16] [--reps 3] [--json]
-//                  [--bandwidth-mib N] [--w4a4] [backend flags]
+//                  [--bandwidth-mib N] [--check-weights] [--w4a4] [backend flags]
 //
 // Tests (each repeated --reps times; median, min, max, standard deviation reported):
 //   pp<p>          one sequence, one forward over p prompt tokens (tokens/s = p / time)
 //   tg<n> @ b<B>   B sequences decoding together from an empty cache: n steps, each one
 //                  CausalLM::forward over B one-token chunks (aggregate tokens/s = B * n / time)
 // Also: the time from the start of loading to the first token of a 16-token prompt (weights
-// mapped, kernels validated, prefill, argmax), and resident memory (VmRSS / VmHWM) against the
+// mapped, kernels validated, tokenizer read, as `run` and `serve` load; prefill, argmax), and resident memory (VmRSS / VmHWM) against the
 // checkpoint's weight bytes plus the KV cache bench allocated. The bandwidth is measured last,
 // after the memory figures, so its buffer is not counted as the model's.
 #include <CLI/CLI.hpp>
@@ -31,11 +31,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/load_notes.h"
+#include "engine/runtime.h"
 #include "kernels/cli_options.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_summary.h"
-#include "model/model_weights.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/memory_bandwidth.h"
@@ -58,6 +59,7 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   std::uint64_t bandwidth_mib = 0;  // 0: the default buffer (well past the last-level cache)
+  bool check_weights = false;
   kernels::BackendOptions backends;
 };
 
@@ -265,14 +267,18 @@ void bench(BenchArgs& a) {
   const std::vector<std::int64_t> batches = parse_batches(a.batch);
   set_threads(a.threads);
 
-  // Load: map the weights, validate the kernels, build the model (time to first token starts here).
+  // Load as run and serve do: map the weights, validate the kernels, build the model, read the
+  // tokenizer (time to first token starts here).
   const auto start = Clock::now();
   const CheckpointSummary summary = summarize_checkpoint(a.model_dir);
-  ModelWeights weights = load_model_weights(a.model_dir);
-  const kernels::BackendOptions& options = a.backends;
-  auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
-  const std::unique_ptr<CausalLM> model = make_causal_lm(std::move(weights), selection->kernels(), options.semantics);
+  engine::RuntimeOptions options;
+  options.backends = a.backends;
+  options.check_weights = a.check_weights;
+  const engine::Runtime rt = engine::open_runtime(a.model_dir, options);
   const double load_s = seconds_since(start);
+  print_load_notes(rt, std::cerr, /*kernel_report=*/false);
+  const CausalLM* model = rt.model.get();
+  const kernels::KernelSelection* selection = rt.kernels.get();
   const std::int64_t vocab = model->vocab_size();
   const std::int64_t max_batch = *std::max_element(batches.begin(), batches.end());
   constexpr std::int64_t kFirstPrompt = 16;
@@ -421,6 +427,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib,
                   "Buffer of the memory-bandwidth measurement in MiB (default: 4x the last-level cache, 512..2048)");
   cmd->add_flag("--json", a->json, "Print one JSON object (schema fp4serve.bench/1)");
+  cmd->add_flag("--check-weights", a->check_weights, "Scan every weight and scale for NaN/Inf before running");
   kernels::add_backend_options(*cmd, a->backends);
   cmd->callback([a] { bench(*a); });
 }

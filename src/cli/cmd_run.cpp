@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/app.h"
+#include "cli/load_notes.h"
 #include "engine/engine.h"
 #include "engine/runtime.h"
 #include "kernels/cli_options.h"

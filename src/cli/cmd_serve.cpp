@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cli/app.h"
+#include "cli/load_notes.h"
 #include "engine/runtime.h"
 #include "engine/scheduler.h"
 #include "kernels/cli_options.h"
@@ -131,8 +132,7 @@ void serve(ServeArgs& a) {
   o.backends = a.backends;
   o.check_weights = a.check_weights;
   engine::Runtime rt = engine::open_runtime(a.model_dir, o);
-  std::cerr << rt.kernels->report().to_text();
-  for (const std::string& w : rt.warnings) std::cerr << "note: " << w << "\n";
+  print_load_notes(rt, std::cerr);
   const tokenizer::Tokenizer& tok = rt.require_tokenizer();
   std::unique_ptr<tokenizer::ChatTemplate> chat_template;
   try {

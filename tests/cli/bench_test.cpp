@@ -93,13 +93,14 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_TRUE(j["kernels"].is_object());
 }
 
-TEST(Bench, TextOutputShowsTheRoofline) {
+TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
   ASSERT_EQ(run_cli("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
-  const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16");
+  const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --check-weights");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM"})
+  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM",
+                        "check-weights: "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
