@@ -42,12 +42,7 @@ std::int64_t context_of(const CausalLM& model) { return std::max<std::int64_t>(m
 
 // Room for one sequence of the model's whole context.
 std::uint64_t session_budget(const CausalLM& model, std::int64_t block_tokens) {
-  const StateSpec spec = model.state_spec();
-  const std::int64_t blocks = (context_of(model) + block_tokens - 1) / std::max<std::int64_t>(block_tokens, 1);
-  return (static_cast<std::uint64_t>(blocks * spec.kv_block_floats(block_tokens)) +
-          static_cast<std::uint64_t>(spec.fixed_state_floats())) *
-             sizeof(float) +
-         1;
+  return StatePool::sequence_bytes(model.state_spec(), block_tokens, context_of(model)) + 1;
 }
 
 }  // namespace

@@ -28,13 +28,9 @@ SchedulerOptions resolve(const CausalLM& model, SchedulerOptions o) {
   if (context > 0 && o.max_model_len > context)
     fail("max_model_len ", o.max_model_len, " exceeds the model's max_position_embeddings ", context);
   if (o.kv_cache_bytes == 0) {
-    const StateSpec spec = model.state_spec();
     const std::int64_t tokens = std::min<std::int64_t>(o.max_model_len, 4096);
-    const std::int64_t blocks = (tokens + o.block_tokens - 1) / o.block_tokens;
-    const auto per_seq = static_cast<std::uint64_t>(blocks * spec.kv_block_floats(o.block_tokens) +
-                                                    spec.fixed_state_floats()) *
-                         sizeof(float);
-    o.kv_cache_bytes = per_seq * static_cast<std::uint64_t>(o.max_num_seqs);
+    o.kv_cache_bytes = StatePool::sequence_bytes(model.state_spec(), o.block_tokens, tokens) *
+                       static_cast<std::uint64_t>(o.max_num_seqs);
   }
   return o;
 }

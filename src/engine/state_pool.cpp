@@ -47,6 +47,11 @@ StatePool::StatePool(const StateSpec& spec, std::int64_t block_tokens, std::uint
 
 StatePool::~StatePool() = default;
 
+std::uint64_t StatePool::sequence_bytes(const StateSpec& spec, std::int64_t block_tokens, std::int64_t tokens) {
+  const std::int64_t blocks = (std::max<std::int64_t>(tokens, 0) + block_tokens - 1) / std::max<std::int64_t>(block_tokens, 1);
+  return static_cast<std::uint64_t>(blocks * spec.kv_block_floats(block_tokens) + spec.fixed_state_floats()) * sizeof(float);
+}
+
 std::uint64_t StatePool::block_bytes() const {
   return static_cast<std::uint64_t>(spec_.kv_block_floats(block_tokens_)) * sizeof(float);
 }

@@ -45,6 +45,8 @@ class StatePool {
   // one KV block.
   StatePool(const StateSpec& spec, std::int64_t block_tokens, std::uint64_t budget_bytes, std::int64_t max_sequences);
   ~StatePool();
+  // The budget one sequence of `tokens` positions needs: its KV blocks plus its fixed state.
+  static std::uint64_t sequence_bytes(const StateSpec& spec, std::int64_t block_tokens, std::int64_t tokens);
   StatePool(const StatePool&) = delete;
   StatePool& operator=(const StatePool&) = delete;
 

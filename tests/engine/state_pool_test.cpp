@@ -37,6 +37,16 @@ TEST(StatePool, BudgetBecomesBlocks) {
   EXPECT_EQ(pool.committed_bytes(), 0u);  // nothing allocated before it is needed
 }
 
+TEST(StatePool, SequenceBytesIsWhatOneSequenceTakes) {
+  EXPECT_EQ(StatePool::sequence_bytes(attention_only(), 4, 0), 0u);
+  EXPECT_EQ(StatePool::sequence_bytes(attention_only(), 4, 5), 2u * 512u);
+  EXPECT_EQ(StatePool::sequence_bytes(hybrid(), 4, 8), 2u * 512u + 192u);
+  // A pool with exactly that budget admits that sequence, and one token more does not fit.
+  StatePool pool(hybrid(), 4, StatePool::sequence_bytes(hybrid(), 4, 8), 1);
+  EXPECT_TRUE(pool.could_ever_fit(8));
+  EXPECT_FALSE(pool.could_ever_fit(9));
+}
+
 TEST(StatePool, ReserveTruncateRelease) {
   StatePool pool(attention_only(), 4, 512 * 10, 2);
   PooledSequence a, b, c;
