@@ -22,21 +22,21 @@ void validate(const SamplingParams& p) {
     fail("--repetition-penalty must be > 0 (1 = off), got ", p.repetition_penalty);
 }
 
-float token_logprob(std::span<const float> logits, std::int32_t token) {
+double log_normalizer(std::span<const float> logits) {
   const float mx = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0;
   for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  return static_cast<float>(static_cast<double>(logits[static_cast<std::size_t>(token)]) - mx - std::log(sum));
+  return mx + std::log(sum);
 }
 
-void top_logprobs(std::span<const float> logits, std::int64_t n, std::vector<TokenLogprob>& out) {
+float token_logprob(std::span<const float> logits, std::int32_t token) {
+  return static_cast<float>(static_cast<double>(logits[static_cast<std::size_t>(token)]) - log_normalizer(logits));
+}
+
+void top_logprobs(std::span<const float> logits, std::int64_t n, double log_z, std::vector<TokenLogprob>& out) {
   out.clear();
   n = std::min<std::int64_t>(n, static_cast<std::int64_t>(logits.size()));
   if (n <= 0) return;
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
-  const double log_z = mx + std::log(sum);
   // A running list of the n best (small n, at most 20 from the API): insertion keeps it sorted.
   auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
     return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
@@ -97,14 +97,14 @@ std::span<const float> Sampler::penalised(std::span<const float> logits) {
   return work_;
 }
 
-SampledToken Sampler::sample(std::span<const float> raw) {
+SampledToken Sampler::sample(std::span<const float> raw, bool with_logprob) {
   const auto V = static_cast<std::int32_t>(raw.size());
   if (V == 0) fail("sampler: empty logits");
   const bool penalties = params_.has_penalties();
   const std::span<const float> logits = penalties ? penalised(raw) : raw;
   auto chosen = [&](std::int32_t token) {
     if (penalties) note(token, true);
-    return SampledToken{token, token_logprob(raw, token)};
+    return SampledToken{token, with_logprob ? token_logprob(raw, token) : 0.0f};
   };
   if (params_.temperature == 0.0) {
     // Greedy: the first maximum, as torch.argmax.

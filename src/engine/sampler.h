@@ -52,7 +52,8 @@ class Sampler {
   // The prompt, for the repetition penalty (generated tokens are recorded by sample()).
   void set_prompt(std::span<const std::int32_t> prompt);
   // `logits` must be finite (the engine checks first). Records the chosen token as generated.
-  SampledToken sample(std::span<const float> logits);
+  // `with_logprob`: fill SampledToken::logprob (one more pass over the vocabulary in double).
+  SampledToken sample(std::span<const float> logits, bool with_logprob = true);
   std::uint64_t seed() const { return seed_; }
   const SamplingParams& params() const { return params_; }
 
@@ -74,11 +75,14 @@ class Sampler {
   std::vector<std::int32_t> prompt_;    // kept until the vocabulary size is known
 };
 
+// log(sum(exp(logits))), computed in double: log_softmax(logits)[i] = logits[i] - log_normalizer.
+double log_normalizer(std::span<const float> logits);
+
 // log_softmax(logits)[token], computed in double.
 float token_logprob(std::span<const float> logits, std::int32_t token);
 
 // The `n` most likely tokens of the raw distribution with their log-probabilities, most likely
-// first (ties: lower id first), into `out`.
-void top_logprobs(std::span<const float> logits, std::int64_t n, std::vector<TokenLogprob>& out);
+// first (ties: lower id first), into `out`. `log_z` = log_normalizer(logits).
+void top_logprobs(std::span<const float> logits, std::int64_t n, double log_z, std::vector<TokenLogprob>& out);
 
 }  // namespace fp4serve::engine

@@ -356,8 +356,12 @@ class SchedulerLoop {
         continue;
       }
       const std::span<const float> row_span(logits, sz(vocab_));
-      const SampledToken t = s.sampler.sample(row_span);
-      if (s.spec.top_logprobs > 0) top_logprobs(row_span, s.spec.top_logprobs, top_);
+      SampledToken t = s.sampler.sample(row_span, /*with_logprob=*/false);
+      if (s.spec.logprobs || s.spec.top_logprobs > 0) {  // one normaliser for both
+        const double log_z = log_normalizer(row_span);
+        t.logprob = static_cast<float>(static_cast<double>(row_span[sz(t.token)]) - log_z);
+        if (s.spec.top_logprobs > 0) top_logprobs(row_span, s.spec.top_logprobs, log_z, top_);
+      }
       deliver_token(s, t);
       s.tokens.push_back(t.token);
       s.generated += 1;

@@ -53,6 +53,7 @@ struct RequestSpec {
   SamplingParams sampling;
   std::vector<std::int32_t> stop_tokens;  // generation ends after emitting one (it is delivered)
   bool ignore_eos = false;                // (stop_tokens still apply when given explicitly)
+  bool logprobs = false;                  // fill RequestEvent::logprob (a vocabulary-wide softmax per token)
   std::int64_t top_logprobs = 0;          // 0..20 alternatives per token
 };
 
@@ -63,7 +64,7 @@ struct RequestEvent {
   enum class Kind { Token, Finished, Failed } kind = Kind::Token;
   // Token:
   std::int32_t token = 0;
-  float logprob = 0.0f;                 // log P(token) under the raw model distribution
+  float logprob = 0.0f;                 // log P(token) under the raw model distribution (with logprobs)
   std::vector<TokenLogprob> top;        // top_logprobs most likely tokens, most likely first
   // Finished:
   FinishReason finish = FinishReason::Length;

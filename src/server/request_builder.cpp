@@ -55,6 +55,7 @@ void finish_spec(const ModelContext& m, const GenerationOptions& o, const char* 
     }
   }
   b.hidden_tokens = b.spec.stop_tokens;
+  b.spec.logprobs = o.logprobs;
   b.spec.top_logprobs = o.logprobs ? o.top_logprobs : 0;
 }
 

@@ -175,16 +175,16 @@ TEST(Sampler, PenaltiesLeaveTheReportedLogprobRaw) {
 TEST(Sampler, TopLogprobsOfTheRawDistribution) {
   const std::vector<float> logits{0.5f, 3.0f, -1.0f, 3.0f, 1.0f};
   std::vector<TokenLogprob> top;
-  top_logprobs(logits, 3, top);
+  top_logprobs(logits, 3, log_normalizer(logits), top);
   ASSERT_EQ(top.size(), 3u);
   EXPECT_EQ(top[0].token, 1);  // tie with 3: lower id first
   EXPECT_EQ(top[1].token, 3);
   EXPECT_EQ(top[2].token, 4);
   for (const TokenLogprob& t : top) EXPECT_NEAR(t.logprob, token_logprob(logits, t.token), 1e-6);
-  top_logprobs(logits, 20, top);  // more than the vocabulary: all of it, sorted
+  top_logprobs(logits, 20, log_normalizer(logits), top);  // more than the vocabulary: all of it, sorted
   ASSERT_EQ(top.size(), 5u);
   EXPECT_EQ(top.back().token, 2);
-  top_logprobs(logits, 0, top);
+  top_logprobs(logits, 0, log_normalizer(logits), top);
   EXPECT_TRUE(top.empty());
 }
 

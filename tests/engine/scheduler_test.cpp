@@ -109,6 +109,7 @@ class SchedulerTest : public ::testing::Test {
     r.max_new_tokens = max_new;
     r.sampling.temperature = 0.0;
     r.ignore_eos = true;
+    r.logprobs = true;
     return r;
   }
   // The same request run alone through Session::generate.
@@ -261,6 +262,20 @@ TEST_F(SchedulerTest, BadRequestsFailAtSubmitNamingTheField) {
 
   o.max_model_len = 100000;
   testing::expect_error([&] { Scheduler(*model_, o); }, {"exceeds the model's max_position_embeddings 512"});
+}
+
+TEST_F(SchedulerTest, LogprobsOnlyWhenAsked) {
+  Scheduler s(*model_, {});
+  RequestSpec r = request(3, 4);
+  const Outcome with = collect(*s.submit(r));
+  r.logprobs = false;
+  const Outcome without = collect(*s.submit(r));
+  EXPECT_EQ(with.tokens, without.tokens);
+  ASSERT_EQ(with.logprobs.size(), 4u);
+  for (std::size_t t = 0; t < 4; ++t) {
+    EXPECT_LT(with.logprobs[t], 0.0f);         // a real log-probability (the vocabulary has > 1 token)
+    EXPECT_EQ(without.logprobs[t], 0.0f) << t;  // not computed
+  }
 }
 
 TEST_F(SchedulerTest, TopLogprobsAndPenalties) {
