@@ -123,21 +123,39 @@ SampledToken Sampler::sample(std::span<const float> raw, bool with_logprob) {
     const double pa = probs_[static_cast<std::size_t>(a)], pb = probs_[static_cast<std::size_t>(b)];
     return pa > pb || (pa == pb && a < b);
   };
+  auto sort_prefix = [&](std::size_t k) {
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(k), order_.end(), more_likely);
+  };
+  auto mass = [&](std::size_t from, std::size_t to) {
+    double sum = 0.0;
+    for (std::size_t i = from; i < to; ++i) sum += probs_[static_cast<std::size_t>(order_[i])];
+    return sum;
+  };
   std::size_t kept = order_.size();
+  double nucleus_total = 0.0;  // the mass top_p is a fraction of: the top_k candidates, or everything
   if (params_.top_k > 0 && params_.top_k < V) {
     kept = static_cast<std::size_t>(params_.top_k);
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(kept), order_.end(), more_likely);
+    sort_prefix(kept);
+    nucleus_total = mass(0, kept);
   } else if (params_.top_p < 1.0) {
-    std::sort(order_.begin(), order_.end(), more_likely);
+    // Only the most likely tokens up to mass p need an order: sort a prefix, growing it until it
+    // holds that mass (a peaked distribution stops at the first 64 instead of sorting the whole
+    // vocabulary every token). The prefix is the same as a full sort's.
+    std::size_t k = std::min<std::size_t>(64, order_.size());
+    for (;;) {
+      sort_prefix(k);
+      const double head = mass(0, k);
+      nucleus_total = head + mass(k, order_.size());
+      if (head >= params_.top_p * nucleus_total || k == order_.size()) break;
+      k = std::min(order_.size(), 4 * k);
+    }
   }
   if (params_.top_p < 1.0) {
-    double total = 0.0;
-    for (std::size_t i = 0; i < kept; ++i) total += probs_[static_cast<std::size_t>(order_[i])];
     double cumulative = 0.0;
     std::size_t n = 0;
     while (n < kept) {
       cumulative += probs_[static_cast<std::size_t>(order_[n++])];
-      if (cumulative >= params_.top_p * total) break;  // the token that reaches p is kept
+      if (cumulative >= params_.top_p * nucleus_total) break;  // the token that reaches p is kept
     }
     kept = n;
   }

@@ -98,6 +98,32 @@ TEST(Sampler, TopPKeepsTheSmallestNucleus) {
   EXPECT_EQ(histogram(params(1.0, 0.71), logits_of({0.1, 0.4, 0.2, 0.3}), 5000).size(), 3u);
 }
 
+TEST(Sampler, TopPNucleusBeyondTheFirstSortedPrefix) {
+  // 1000 tokens with weight 1000 - rank, ids scattered: p = 0.5 needs the 294 most likely, so
+  // the sorted prefix has to grow past its first 64. Every draw is in that nucleus and draws
+  // reach deep into it.
+  const int V = 1000;
+  std::vector<double> w(V);
+  std::vector<std::int32_t> id_of_rank(V);
+  for (int r = 0; r < V; ++r) {
+    id_of_rank[static_cast<std::size_t>(r)] = (r * 7919) % V;
+    w[static_cast<std::size_t>(id_of_rank[static_cast<std::size_t>(r)])] = V - r;
+  }
+  const double total = V * (V + 1) / 2.0;
+  int nucleus = 0;
+  for (double cum = 0; cum < 0.5 * total; ++nucleus) cum += V - nucleus;
+  ASSERT_GT(nucleus, 256);  // 294: beyond several prefix sizes (64, 256)
+  std::vector<int> rank_of(V);
+  for (int r = 0; r < V; ++r) rank_of[static_cast<std::size_t>(id_of_rank[static_cast<std::size_t>(r)])] = r;
+  std::vector<double> probs(w);
+  for (double& x : probs) x /= total;
+  const auto h = histogram(params(1.0, 0.5), logits_of(probs), 4000);
+  int deepest = 0;
+  for (const auto& [id, n] : h) deepest = std::max(deepest, rank_of[static_cast<std::size_t>(id)]);
+  EXPECT_LT(deepest, nucleus);
+  EXPECT_GT(deepest, 250);  // 4000 draws over 294 nearly equal weights reach the end
+}
+
 TEST(Sampler, MinPDropsUnlikelyTokens) {
   // min_p 0.45: keep p >= 0.45 * 0.4 = 0.18 -> ids 1, 3, 2.
   const auto h = histogram(params(1.0, 1.0, 0, 0.45), logits_of({0.1, 0.4, 0.2, 0.3}), 5000);
