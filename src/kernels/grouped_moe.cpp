@@ -1,7 +1,6 @@
 #include "kernels/grouped_moe.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -42,26 +41,45 @@ void check_moe_layer(const MoeLayer& layer, const std::string& backend) {
 
 namespace {
 
-float silu(float v) { return v / (1.0f + std::exp(-v)); }
-
-struct Route {
-  std::vector<std::int32_t> expert;  // [m * top_k] in rank order per token
-  std::vector<float> weight;
+// One unit of parallel work: rows [r0, r1) of one projection of one expert, for all its tokens.
+struct Task {
+  std::int32_t expert;
+  std::int32_t proj;  // 0 gate, 1 up, 2 down
+  std::int64_t r0, r1;
 };
 
+// The driver's bookkeeping, per calling thread; vectors only grow, so once a thread has seen the
+// largest call, a decode step allocates nothing (tests/model/decode_allocation_test.cpp).
+struct Workspace {
+  std::vector<float> logits;         // [m, experts]
+  std::vector<std::int32_t> expert;  // [m * top_k] in rank order per token
+  std::vector<float> weight;
+  std::vector<float> probs;
+  std::vector<char> taken;
+  std::vector<std::int64_t> count, offset, slot_of, fill;
+  std::vector<Task> tasks;
+};
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
 // Softmax in fp32 (sum in fp64), top-k with ties to the lower index, optional renormalisation:
-// the same arithmetic as the reference, so both choose the same experts.
-void route(const float* logits, std::int64_t m, std::int64_t num_experts, std::int64_t k, bool norm, Route& r) {
+// the reference's arithmetic except exp_approx for std::exp (within 2 ulp), so both choose the
+// same experts unless two probabilities are that close.
+void route(const VectorMath& vm, const float* logits, std::int64_t m, std::int64_t num_experts, std::int64_t k,
+           bool norm, Workspace& r) {
   r.expert.resize(static_cast<std::size_t>(m * k));
   r.weight.resize(static_cast<std::size_t>(m * k));
-  std::vector<float> probs(static_cast<std::size_t>(num_experts));
-  std::vector<char> taken(static_cast<std::size_t>(num_experts));
+  std::vector<float>& probs = r.probs;
+  std::vector<char>& taken = r.taken;
+  probs.resize(static_cast<std::size_t>(num_experts));
+  taken.resize(static_cast<std::size_t>(num_experts));
   for (std::int64_t t = 0; t < m; ++t) {
     const float* l = logits + t * num_experts;
-    float mx = l[0];
-    for (std::int64_t e = 1; e < num_experts; ++e) mx = std::max(mx, l[e]);
-    double sum = 0.0;
-    for (std::int64_t e = 0; e < num_experts; ++e) sum += probs[e] = std::exp(l[e] - mx);
+    std::copy(l, l + num_experts, probs.begin());
+    const double sum = vm.softmax_numerators(probs.data(), num_experts);
     for (float& p : probs) p = static_cast<float>(p / sum);
     std::fill(taken.begin(), taken.end(), 0);
     float chosen = 0.0f;
@@ -80,13 +98,6 @@ void route(const float* logits, std::int64_t m, std::int64_t num_experts, std::i
   }
 }
 
-// One unit of parallel work: rows [r0, r1) of one projection of one expert, for all its tokens.
-struct Task {
-  std::int32_t expert;
-  std::int32_t proj;  // 0 gate, 1 up, 2 down
-  std::int64_t r0, r1;
-};
-
 }  // namespace
 
 void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const {
@@ -98,41 +109,64 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
     return w.kind == SchemeKind::NVFP4 ? fp4 : dense;
   };
 
+  Workspace& r = workspace();
+
   // 1. Route.
-  std::vector<float> logits(static_cast<std::size_t>(m * E));
-  gemm_for(layer.router, g_.router_fp4, g_.router_dense)->run(x, m, layer.router, logits.data(), semantics);
-  Route r;
-  route(logits.data(), m, E, K, layer.norm_topk_prob, r);
+  r.logits.resize(static_cast<std::size_t>(m * E));
+  gemm_for(layer.router, g_.router_fp4, g_.router_dense)->run(x, m, layer.router, r.logits.data(), semantics);
+  route(*vm_, r.logits.data(), m, E, K, layer.norm_topk_prob, r);
 
   // 2. Group (token, rank) slots by expert: slot order = expert, then token.
-  std::vector<std::int64_t> count(static_cast<std::size_t>(E) + 1, 0), offset(static_cast<std::size_t>(E) + 1, 0);
+  std::vector<std::int64_t>& count = r.count;
+  std::vector<std::int64_t>& offset = r.offset;
+  std::vector<std::int64_t>& slot_of = r.slot_of;
+  std::vector<std::int64_t>& fill = r.fill;
+  count.assign(static_cast<std::size_t>(E) + 1, 0);
+  offset.assign(static_cast<std::size_t>(E) + 1, 0);
   for (std::int32_t e : r.expert) ++count[static_cast<std::size_t>(e)];
   for (std::int64_t e = 0; e < E; ++e) offset[e + 1] = offset[e] + count[e];
-  std::vector<std::int64_t> slot_of(static_cast<std::size_t>(m * K)), fill(offset.begin(), offset.end() - 1);
+  slot_of.resize(static_cast<std::size_t>(m * K));
+  fill.assign(offset.begin(), offset.end() - 1);
   for (std::int64_t t = 0; t < m; ++t)
     for (std::int64_t i = 0; i < K; ++i) slot_of[t * K + i] = fill[r.expert[t * K + i]]++;
   // The element-wise steps (this gather, SiLU x up, the weighted sum) are split across the pool
   // by token or element: each output is computed by the same operations whatever the split. In
   // a 512-token prefill they were ~40 % of the samples, on one thread; decode sizes stay inline.
   constexpr std::int64_t kTokenGrain = 8, kElementGrain = 16384;
-  std::vector<float> xg(static_cast<std::size_t>(m * K * hidden));
+  // The per-slot buffers (m * top_k rows: 32 MiB each for a 512-token prefill of Qwen3-30B-A3B)
+  // live in this thread's scratch: fresh allocations that size were mmap'd and page-faulted in
+  // on every call. Every element is written before it is read (each slot is gathered once;
+  // the expert tasks cover all rows of every used expert).
+  const auto slots = static_cast<std::size_t>(m * K);
+  float* xg = thread_scratch_as<float>(kScratchMoeFirst + 1, slots * static_cast<std::size_t>(hidden));
+  float* gate = thread_scratch_as<float>(kScratchMoeFirst + 2, slots * static_cast<std::size_t>(inter));
+  float* up = thread_scratch_as<float>(kScratchMoeFirst + 3, slots * static_cast<std::size_t>(inter));
+  float* out = thread_scratch_as<float>(kScratchMoeFirst + 4, slots * static_cast<std::size_t>(hidden));
   parallel_for(m, kTokenGrain, [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t)
       for (std::int64_t i = 0; i < K; ++i)
-        std::memcpy(xg.data() + slot_of[t * K + i] * hidden, x + t * hidden, static_cast<std::size_t>(hidden) * sizeof(float));
+        std::memcpy(xg + slot_of[t * K + i] * hidden, x + t * hidden, static_cast<std::size_t>(hidden) * sizeof(float));
   });
 
   // 3. Expert GEMMs over (expert, projection, row slice) tasks: gate and up, then down.
-  std::vector<float> gate(static_cast<std::size_t>(m * K * inter)), up(gate.size()), out(static_cast<std::size_t>(m * K * hidden));
-  auto make_tasks = [&](std::int32_t first_proj, std::int32_t last_proj) {
-    std::vector<Task> tasks;
+  // Prefill: an expert with many tokens runs each projection as one task over all its rows when
+  // there are enough such tasks to keep the pool busy, so the GEMM writes straight into the
+  // slot buffers (no copy) and packs the activations once. Decode (few tokens per expert)
+  // splits the rows into slices so that top_k experts still occupy every core.
+  constexpr std::int64_t kManyTokens = 16;
+  std::int64_t busy_experts = 0;
+  for (std::int64_t e = 0; e < E; ++e) busy_experts += count[e] >= kManyTokens ? 1 : 0;
+  const bool whole_rows = busy_experts >= 2 * static_cast<std::int64_t>(global_thread_pool().size());
+  auto make_tasks = [&](std::int32_t first_proj, std::int32_t last_proj) -> const std::vector<Task>& {
+    std::vector<Task>& tasks = r.tasks;
+    tasks.clear();
     for (std::int64_t e = 0; e < E; ++e) {
       if (count[e] == 0) continue;
-      // Bigger slices when an expert has many tokens, so per-call setup (activation packing)
-      // stays small next to the work.
-      const std::int64_t slice = count[e] >= 16 ? 256 : 64;
       for (std::int32_t p = first_proj; p <= last_proj; ++p) {
         const std::int64_t rows = p == 2 ? hidden : inter;
+        // Bigger slices when an expert has many tokens, so per-call setup (activation
+        // packing) stays small next to the work.
+        const std::int64_t slice = count[e] < kManyTokens ? 64 : whole_rows ? rows : 256;
         for (std::int64_t r0 = 0; r0 < rows; r0 += slice)
           tasks.push_back({static_cast<std::int32_t>(e), p, r0, std::min(rows, r0 + slice)});
       }
@@ -146,33 +180,35 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
         const MoeExpert& ex = layer.experts[static_cast<std::size_t>(t.expert)];
         const WeightMatrix& w = t.proj == 0 ? ex.gate : t.proj == 1 ? ex.up : ex.down;
         const std::int64_t cnt = count[t.expert], first = offset[t.expert];
-        const float* in = t.proj == 2 ? gate.data() + first * inter : xg.data() + first * hidden;
-        float* dst = t.proj == 0 ? gate.data() : t.proj == 1 ? up.data() : out.data();
+        const float* in = t.proj == 2 ? gate + first * inter : xg + first * hidden;
+        float* dst = t.proj == 0 ? gate : t.proj == 1 ? up : out;
         const std::int64_t ld = t.proj == 2 ? hidden : inter, width = t.r1 - t.r0;
+        const GemmKernel* gemm = gemm_for(w, g_.expert_fp4, g_.expert_dense);
+        if (width == ld) {  // all rows: the expert's block of slot rows is the GEMM's output
+          gemm->run(in, cnt, w, dst + first * ld, semantics);
+          continue;
+        }
         const WeightMatrix view = weight_rows_view(w, t.r0, t.r1);
         float* tmp = thread_scratch_as<float>(kScratchMoeFirst, static_cast<std::size_t>(cnt * width));
-        gemm_for(w, g_.expert_fp4, g_.expert_dense)->run(in, cnt, view, tmp, semantics);
+        gemm->run(in, cnt, view, tmp, semantics);
         for (std::int64_t i = 0; i < cnt; ++i)
           std::memcpy(dst + (first + i) * ld + t.r0, tmp + i * width, static_cast<std::size_t>(width) * sizeof(float));
       }
     });
   };
   run_tasks(make_tasks(0, 1));
-  parallel_for(static_cast<std::int64_t>(gate.size()), kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
-    for (std::int64_t i = i0; i < i1; ++i) gate[i] = silu(gate[i]) * up[i];
+  parallel_for(m * K * inter, kElementGrain, [&](std::int64_t i0, std::int64_t i1) {
+    vm_->silu_mul(gate + i0, up + i0, i1 - i0);
   });
   run_tasks(make_tasks(2, 2));
 
-  // 4. Weighted sum per token, in rank order.
+  // 4. Weighted sum per token, in rank order (one fma per term).
   parallel_for(m, kTokenGrain, [&](std::int64_t t0, std::int64_t t1) {
+    thread_local std::vector<const float*> rows;  // grows once per thread
+    rows.resize(static_cast<std::size_t>(K));
     for (std::int64_t t = t0; t < t1; ++t) {
-      float* yt = y + t * hidden;
-      std::fill(yt, yt + hidden, 0.0f);
-      for (std::int64_t i = 0; i < K; ++i) {
-        const float w = r.weight[t * K + i];
-        const float* o = out.data() + slot_of[t * K + i] * hidden;
-        for (std::int64_t j = 0; j < hidden; ++j) yt[j] += w * o[j];
-      }
+      for (std::int64_t i = 0; i < K; ++i) rows[static_cast<std::size_t>(i)] = out + slot_of[t * K + i] * hidden;
+      vm_->weighted_sum(y + t * hidden, rows.data(), r.weight.data() + t * K, K, hidden);
     }
   });
 }

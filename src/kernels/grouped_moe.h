@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/kernels.h"
+#include "kernels/vector_math.h"
 
 namespace fp4serve::kernels {
 
@@ -21,12 +22,16 @@ struct MoeGemms {
 
 class GroupedMoeKernel final : public MoeKernel {
  public:
-  GroupedMoeKernel(std::string backend, MoeGemms gemms) : backend_(std::move(backend)), g_(gemms) {}
+  // The element-wise steps (router softmax, SiLU x up, weighted sum) use the VectorMath table of
+  // the instruction set `backend` names (vector_math_for_backend).
+  GroupedMoeKernel(std::string backend, MoeGemms gemms)
+      : backend_(std::move(backend)), g_(gemms), vm_(&vector_math_for_backend(backend_)) {}
   void run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const override;
 
  private:
   std::string backend_;
   MoeGemms g_;
+  const VectorMath* vm_;
 };
 
 // Rows [r0, r1) of w as a matrix of its own (same data, no copy).

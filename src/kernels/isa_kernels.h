@@ -33,10 +33,26 @@ void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 }  // namespace amx
 
 // Generic helpers the ISA files call (compiled without ISA flags).
-// Softmax numerator in place: s[i] = exp(s[i] - max); returns the sum (fp64 accumulation).
-double softmax_numerators(float* s, std::int64_t n);
 // Throws Error(what). ISA files must not instantiate fail<...>() themselves: a template
 // instantiated with ISA flags may be the copy the linker keeps for generic code.
 [[noreturn]] void isa_unsupported(const char* what);
+
+// Element-wise math (the VectorMath tables of kernels/vector_math.h; scalar definitions there).
+namespace avx2 {
+void vec_exp(const float* x, float* y, std::int64_t n);
+void silu_mul(float* gate, const float* up, std::int64_t n);
+double softmax_numerators(float* s, std::int64_t n);
+void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n);
+double sum_squares(const float* x, std::int64_t n);
+}  // namespace avx2
+namespace avx512 {
+void vec_exp(const float* x, float* y, std::int64_t n);
+void silu_mul(float* gate, const float* up, std::int64_t n);
+double softmax_numerators(float* s, std::int64_t n);
+void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n);
+double sum_squares(const float* x, std::int64_t n);
+}  // namespace avx512
+// Threads of the kernel pool (ThreadPool::size() is inline code ISA files must not compile).
+std::int64_t kernel_threads();
 
 }  // namespace fp4serve::kernels

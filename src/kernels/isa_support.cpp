@@ -1,19 +1,12 @@
 // Generic (no ISA flags) helpers the instruction-set files call.
-#include <cmath>
-
 #include "kernels/isa_kernels.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
 
-double softmax_numerators(float* s, std::int64_t n) {
-  float mx = -INFINITY;
-  for (std::int64_t i = 0; i < n; ++i) mx = s[i] > mx ? s[i] : mx;
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) sum += s[i] = std::exp(s[i] - mx);
-  return sum;
-}
-
 void isa_unsupported(const char* what) { fail(what); }
+
+std::int64_t kernel_threads() { return global_thread_pool().size(); }
 
 }  // namespace fp4serve::kernels

@@ -7,6 +7,7 @@
 namespace fp4serve {
 
 // Sum of squares with an fp64 accumulator: torch's fp32 reduction differs by rounding only.
+// Vectorised (kernels::best_vector_math()); rms_norm splits a prefill's rows over the pool.
 double sum_squares(const float* x, std::int64_t n);
 
 // 1 / sqrt(mean(x^2) + eps) of one row, the mean rounded to fp32 before eps is added, as torch does.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention_check.h"
 #include "kernels/backend.h"
 #include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
@@ -144,46 +145,10 @@ TEST(Backends, MoeMatchesReference) {
 }
 
 TEST(Backends, AttentionMatchesReference) {
-  struct Case {
-    std::int64_t heads, kv, dim, m, past;
-  };
-  for (const Case& c : {Case{4, 2, 16, 1, 0}, Case{4, 2, 16, 5, 9}, Case{8, 2, 64, 3, 40}, Case{4, 4, 128, 17, 3}, Case{2, 1, 272, 2, 5}}) {
-    Rng rng(c.heads * 31 + c.dim);
-    const std::int64_t total = c.past + c.m;
-    const auto q = random_activations(rng, c.m, c.heads * c.dim);
-    const auto k = random_activations(rng, total, c.kv * c.dim);
-    const auto v = random_activations(rng, total, c.kv * c.dim);
-    std::vector<float> want(q.size());
-    // The reference on one contiguous block is the truth; every backend runs on paged copies.
-    const PagedKvCopy contiguous(k.data(), v.data(), total, c.kv * c.dim, total, 1, 0);
-    AttentionArgs a;
-    a.q = q.data();
-    a.out = want.data();
-    contiguous.point(a);
-    a.m = c.m;
-    a.past = c.past;
-    a.num_heads = c.heads;
-    a.num_kv_heads = c.kv;
-    a.head_dim = c.dim;
-    a.scale = 1.0f / std::sqrt(float(c.dim));
-    reference_kernels().attention->run(a);
-    for (const std::int64_t block : {std::int64_t{1}, std::int64_t{5}, std::int64_t{16}}) {
-      const PagedKvCopy paged(k.data(), v.data(), total, c.kv * c.dim, block);
-      paged.point(a);
-      std::vector<float> ref_paged(want.size(), NAN);
-      a.out = ref_paged.data();
-      reference_kernels().attention->run(a);
-      EXPECT_EQ(ref_paged, want) << "reference, block_tokens=" << block;  // same arithmetic, any paging
-      for (const Backend* b : runnable(OpFamily::Attention)) {
-        if (!b->attention.attention_unsupported(AttentionShape{c.heads, c.kv, c.dim}).empty()) continue;
-        std::vector<float> got(want.size(), NAN);
-        a.out = got.data();
-        b->attention.attention->run(a);
-        EXPECT_LE(max_error(got, want, c.m, c.heads * c.dim), tolerance(b->attention.precision))
-            << b->name << " dim=" << c.dim << " block_tokens=" << block;
-      }
-    }
-  }
+  using testing::AttentionCase;
+  for (const AttentionCase& c : {AttentionCase{4, 2, 16, 1, 0}, AttentionCase{4, 2, 16, 5, 9}, AttentionCase{8, 2, 64, 3, 40},
+                                 AttentionCase{4, 4, 128, 17, 3}, AttentionCase{2, 1, 272, 2, 5}})
+    testing::expect_attention_matches_reference(c, static_cast<std::uint64_t>(c.heads * 31 + c.dim));
 }
 
 TEST(Backends, AttentionWithoutBlocksIsAClearError) {

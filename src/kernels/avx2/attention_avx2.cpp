@@ -37,7 +37,7 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
     if (d < D) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc0);
     scores[p] = hsum(_mm256_add_ps(acc0, acc1)) * a.scale;
   }
-  const float inv = static_cast<float>(1.0 / softmax_numerators(scores, visible));
+  const float inv = static_cast<float>(1.0 / avx2::softmax_numerators(scores, visible));
   float* out = a.out + (i * a.num_heads + h) * D;
   for (std::int64_t d0 = 0; d0 < D; d0 += kMaxVecs * 8) {
     const std::int64_t vecs = (D - d0) / 8 < kMaxVecs ? (D - d0) / 8 : kMaxVecs;
