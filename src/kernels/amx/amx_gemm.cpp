@@ -5,8 +5,9 @@
 // activations are repacked, once per call, into the B "VNNI" layout: for each 16-token tile and
 // each k pair p, one 64-byte row holding (x[m][2p], x[m][2p+1]) for 16 tokens m.
 // NVFP4 rows decode straight into A tiles: E2M1 x E4M3 has at most 6 significant bits, so the
-// product is exact in bf16 and truncating its fp32 form is lossless; the per-tensor scale is
-// applied to the fp32 result. Activations are rounded to bf16 (round to nearest even; inputs
+// product is exact in bf16; per 32 codes the two blocks' scaled tables are rounded (exactly) to
+// bf16 and one word permute (vpermw) looks up all 32 codes. The per-tensor scale is applied to
+// the fp32 result, after a register transpose of each C tile (C is n-major, y is m-major). Activations are rounded to bf16 (round to nearest even; inputs
 // below 2^-126 flush to zero, as vcvtne2ps2bf16 does): that is
 // this backend's only rounding beyond fp32 accumulation, hence its Bf16Activations tolerance.
 //
@@ -91,9 +92,11 @@ struct Ctx {
 void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
   const WeightMatrix& w = *c.w;
   const __m512 lut = _mm512_load_ps(c.e2m1);
-  const __m512i sel = _mm512_set_epi32(16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i low4 = _mm512_set1_epi32(15);
-  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  // Index word for element 2i (low nibble of byte i) and 2i+1 (high nibble), plus 16 for the
+  // second block of the chunk, which selects the second scaled table in the word permute.
+  const __m512i nibbles = _mm512_set1_epi32(0x000F000F);
+  const __m512i sel = _mm512_set_epi32(0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010,
+                                       0x00100010, 0, 0, 0, 0, 0, 0, 0, 0);
   for (std::int64_t r = 0; r < 32; ++r) {
     std::uint16_t* dst = wa + r * c.kp;
     const std::int64_t n = n0 + r;
@@ -119,18 +122,50 @@ void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
         ta = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2]]));
         if (!half) tb = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2 + 1]]));
       }
-      const __m512 wlo = _mm512_permutex2var_ps(ta, _mm512_ternarylogic_epi32(v, low4, sel, 0xEA), tb);
-      const __m512 whi = _mm512_permutex2var_ps(ta, _mm512_or_si512(_mm512_srli_epi32(v, 4), sel), tb);
-      // word j = bf16(even) | bf16(odd) << 16: elements 2j, 2j+1 in memory order.
-      const __m512i words = _mm512_or_si512(_mm512_srli_epi32(_mm512_castps_si512(wlo), 16),
-                                            _mm512_and_si512(_mm512_castps_si512(whi), hi_mask));
+      // The products are exact in bf16, so rounding the scaled tables to bf16 is exact and gives
+      // the same bits as truncating each decoded fp32 weight.
+      const __m512bh scaled = _mm512_cvtne2ps_pbh(tb, ta);  // words 0..15: ta, 16..31: tb
+      __m512i table;
+      std::memcpy(&table, &scaled, sizeof(table));
+      // (v | v << 12) & nibbles: byte i's low nibble in the low word, its high nibble in the high one.
+      const __m512i idx = _mm512_or_si512(_mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), nibbles, 0xA8), sel);
+      const __m512i words = _mm512_permutexvar_epi16(idx, table);
       _mm512_storeu_si512(dst + ch * 32, words);
     }
   }
 }
 
+// dst[i * ld + j] = tile[j][i] * scale for i < rows, j in mask: the C tile is n-major, y is m-major.
+// 16 x 16 transpose in registers (unpack within 64-bit pairs, then 128-bit, then 128-bit lanes
+// twice); one multiply per 16 outputs, the same fp32 product per output as a scalar loop.
+void store_transposed(const float (*tile)[16], __mmask16 mask, std::int64_t rows, __m512 scale, float* dst, std::int64_t ld) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(tile[i]);
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0x88);
+      t[8 * h + i + 4] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + i + 4], 0xDD);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+  }
+  for (int i = 0; i < rows; ++i) _mm512_mask_storeu_ps(dst + i * ld, mask, _mm512_mul_ps(r[i], scale));
+}
+
 void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
   const std::int64_t kpairs = c.kp / 2;
+  const __m512 scale = _mm512_set1_ps(c.out_scale);
   const std::int64_t a_stride = c.kp * 2;  // bytes
   alignas(64) float out[4][16][16];
   for (std::int64_t mt = 0; mt < c.mp / 16; mt += 2) {
@@ -157,8 +192,11 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
     // out[2 * nhalf + mhalf][n_local][m_local]
     for (int t = 0; t < 4; ++t) {
       const std::int64_t nb = n0 + (t / 2) * 16, mb = (mt + t % 2) * 16;
-      for (std::int64_t i = 0; i < 16 && mb + i < c.m; ++i)
-        for (std::int64_t j = 0; j < 16 && nb + j < c.w->n; ++j) c.y[(mb + i) * c.w->n + nb + j] = out[t][j][i] * c.out_scale;
+      if (mb >= c.m || nb >= c.w->n) continue;
+      const std::int64_t nv = c.w->n - nb < 16 ? c.w->n - nb : 16;
+      const std::int64_t mv = c.m - mb < 16 ? c.m - mb : 16;
+      store_transposed(out[t], nv == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nv) - 1u), mv, scale,
+                       c.y + mb * c.w->n + nb, c.w->n);
     }
   }
 }
