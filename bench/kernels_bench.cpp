@@ -21,6 +21,7 @@
 #include "synth/presets.h"
 #include "kernels/registry.h"
 #include "util/cpu_features.h"
+#include "util/huge_pages.h"
 #include "util/memory_bandwidth.h"
 #include "util/thread_pool.h"
 
@@ -49,6 +50,18 @@ void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std
   Rng rng(42);
   std::vector<std::unique_ptr<OwnedWeight>> ws;
   for (int i = 0; i < copies; ++i) ws.push_back(random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k));
+  // The matrices move into one arena on 2 MiB pages, as a model's mapped weights are
+  // (util/huge_pages.h); each separately allocated < 1 MiB matrix would get 4 KiB pages.
+  const std::size_t codes = static_cast<std::size_t>(n * k / 2), scales = static_cast<std::size_t>(n * k / 16);
+  HugePageBuffer arena(static_cast<std::size_t>(copies) * (codes + scales), "kernels_bench weight arena");
+  auto* at = static_cast<std::uint8_t*>(arena.data());
+  for (auto& w : ws) {
+    std::memcpy(at, w->w.data, codes);
+    std::memcpy(at + codes, w->w.block_scales, scales);
+    w->w.data = at;
+    w->w.block_scales = at + codes;
+    at += codes + scales;
+  }
   const auto x = random_activations(rng, m, k);
   std::vector<float> y(static_cast<std::size_t>(m * n));
   std::size_t i = 0;

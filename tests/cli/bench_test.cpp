@@ -87,6 +87,8 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_GE(mem["vm_hwm_bytes"].get<double>(), mem["vm_rss_bytes"].get<double>());
   EXPECT_GT(mem["kv_bytes"].get<double>(), 0);
   EXPECT_EQ(mem["weight_bytes"], j["model"]["weight_bytes"]);
+  // Only the weight files are mapped from disk in 2 MiB pages; at most one page of headers beyond them.
+  EXPECT_LE(mem["weights_2mib_mapped_bytes"].get<double>(), mem["weight_bytes"].get<double>() + (2 << 20));
   EXPECT_GT(j["load_s"].get<double>(), 0);
   EXPECT_GT(j["ttft_s"].get<double>(), j["load_s"].get<double>());
   EXPECT_EQ(j["ttft_prompt_tokens"], 16);
@@ -100,7 +102,7 @@ TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --check-weights");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM",
-                        "check-weights: "})
+                        "check-weights: ", "weights mapped in 2 MiB pages: "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 

@@ -34,7 +34,11 @@ namespace {
 constexpr std::int64_t kChunk = 128;  // weights per decode step (64 bytes, one cache line)
 constexpr std::int64_t kRows = 4;     // weight rows decoded per step
 constexpr std::int64_t kMaxMb = 4;    // activation rows each decoded weight is used for
-constexpr std::int64_t kPrefetchBytes = 4096;  // software prefetch distance (measured best: 4 KB)
+// Software prefetch: to L1 4 KB of rows ahead and to L2 16 KB ahead. The L2 prefetch lets more
+// misses be in flight than L1's fill buffers allow; measured best on 2 MiB pages among L1 only at
+// 4 / 6 / 8 / 12 / 16 KB and L1 + L2 pairs (docs/perf.md, session 4).
+constexpr std::int64_t kPrefetchL1Bytes = 4096;
+constexpr std::int64_t kPrefetchL2Bytes = 16384;
 
 // The activation layout the decode wants is a transpose of each 128-element chunk seen as a
 // 16 x 8 matrix (row d = x[8d .. 8d+7]): xd[c + 16j + d] = x[c + 8d + j]. Done in registers in
@@ -114,39 +118,62 @@ struct Ctx {
   const float* e2m1;
 };
 
-// True when one of the 8 E4M3 codes has the sign bit or is the NaN code 0x7F: the shift
-// conversion below handles neither, so such a chunk reads the table.
-inline bool needs_table(std::uint64_t codes) {
-  constexpr std::uint64_t kHigh = 0x8080808080808080ull, kOne = 0x0101010101010101ull;
-  return ((codes | (codes + kOne)) & kHigh) != 0;  // b + 1 reaches 0x80 only from 0x7F
+// Block scales travel as raw bits: code << 20 read as fp32 is the E4M3 value times 2^-120
+// (exact, subnormal codes included), and the E2M1 table carries 2^64, so every product and
+// partial sum is the true one times 2^-56, all exact powers of two, undone once per output.
+// Per chunk that is one broadcast load, one byte shuffle and one shift for 16 lanes; the
+// previous conversion (zero-extend, shift, multiply by 2^120) cost five port-0/5 uops.
+// Codes with the sign bit or the NaN code 0x7F do not fit the shift: a row group that has one
+// reads the table instead (true values times 2^-120).
+constexpr float kTableScale = 0x1p64f;
+constexpr float kScaleBitsScale = 0x1p-120f;
+constexpr float kUndo = 0x1p56f;  // 1 / (kTableScale * kScaleBitsScale)
+
+// True when one of the `count` codes at p has the sign bit or is 0x7F.
+inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
+  const __m512i nan = _mm512_set1_epi8(0x7F);
+  for (std::int64_t i = 0; i < count; i += 64) {
+    const std::int64_t left = count - i;
+    const __mmask64 keep = left >= 64 ? ~0ull : (1ull << left) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(keep, p + i);
+    if ((_mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan)) & keep) return true;
+  }
+  return false;
 }
 
-// Lane d = value of scale code d / 2 (for codes without sign bit and not NaN).
-inline __m512 scales_by_shift(std::uint64_t codes) {
-  __m128i s = _mm_cvtsi64_si128(static_cast<long long>(codes));
-  s = _mm_unpacklo_epi8(s, s);
-  const __m512 bits = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(s), 20));
-  return _mm512_mul_ps(bits, _mm512_set1_ps(0x1p120f));
+// vpshufb indices: 128-bit lane q, dword j is vector lane d = 4q + j, which takes scale code
+// d / 2 = 2q + j / 2 (a byte offset within its 128-bit lane, each of which holds the chunk's 8
+// codes after the broadcast) into its low byte; the other three bytes are zeroed (index 0x80).
+struct ScaleShuffle {
+  alignas(64) std::int8_t idx[64];
+  constexpr ScaleShuffle() : idx{} {
+    for (int d = 0; d < 16; ++d) {
+      idx[4 * d] = static_cast<std::int8_t>(d / 2);
+      idx[4 * d + 1] = idx[4 * d + 2] = idx[4 * d + 3] = -128;
+    }
+  }
+};
+constexpr ScaleShuffle kScaleShuffle;
+
+// Lane d = bits of scale code d / 2, as above (codes without the sign bit, not NaN).
+inline __m512 scale_bits(std::uint64_t codes, __m512i shuffle) {
+  const __m512i b = _mm512_shuffle_epi8(_mm512_set1_epi64(static_cast<long long>(codes)), shuffle);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(b, 20));
 }
 
 inline __m512 scales_by_table(const std::uint8_t* codes, int count, const float* e4m3) {
   alignas(64) float s[16] = {};
-  for (int d = 0; d < 2 * count; ++d) s[d] = e4m3[codes[d / 2]];
+  for (int d = 0; d < 2 * count; ++d) s[d] = e4m3[codes[d / 2]] * kScaleBitsScale;
   return _mm512_load_ps(s);
-}
-
-inline __m512 block_scales(const std::uint8_t* sp, int count, const float* e4m3) {
-  std::uint64_t codes = 0;
-  std::memcpy(&codes, sp, static_cast<std::size_t>(count));  // count = 8 except in a tail chunk
-  if (needs_table(codes)) return scales_by_table(sp, count, e4m3);
-  return scales_by_shift(codes);
 }
 
 template <int R, int MB>
 void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
-  const __m512 lut = _mm512_load_ps(c.e2m1);
+  const __m512 lut = _mm512_mul_ps(_mm512_load_ps(c.e2m1), _mm512_set1_ps(kTableScale));
+  const __m512i shuffle = _mm512_load_si512(kScaleShuffle.idx);
   const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, full = c.k / kChunk;
-  const std::int64_t ahead = (kPrefetchBytes + row_bytes - 1) / row_bytes;  // rows
+  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes;  // rows
+  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes;
   const float* xd = c.xd + m0 * c.kp;
 
   __m512 acc[R][MB];
@@ -155,9 +182,19 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
 
+  const bool table = has_special_scale(c.scales + n0 * row_scales, R * row_scales);
+
   // One chunk of one row: `bytes` of codes (64 except in the tail), `nscales` block scales.
   auto step = [&](int r, std::int64_t ch, const __m512i v, int nscales) {
-    const __m512 s = block_scales(c.scales + (n0 + r) * row_scales + ch * 8, nscales, c.e4m3);
+    const std::uint8_t* sp = c.scales + (n0 + r) * row_scales + ch * 8;
+    __m512 s;
+    if (table) {
+      s = scales_by_table(sp, nscales, c.e4m3);
+    } else {
+      std::uint64_t codes = 0;
+      std::memcpy(&codes, sp, static_cast<std::size_t>(nscales));  // 8 except in a tail chunk
+      s = scale_bits(codes, shuffle);
+    }
     __m512 t[MB];
     const float* xc = xd + ch * kChunk;
     const __m512 w0 = _mm512_permutexvar_ps(v, lut);
@@ -178,8 +215,9 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + ch * 64;
       // Rows are short (a few hundred bytes to a few KB): the hardware prefetcher barely ramps
-      // up within one, so fetch the same place ~4 KB of rows ahead ourselves.
+      // up within one, so fetch the same place some rows ahead ourselves.
       _mm_prefetch(reinterpret_cast<const char*>(wp + ahead * row_bytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wp + ahead_l2 * row_bytes), _MM_HINT_T1);
       if ((ch & 7) == 0)
         _mm_prefetch(reinterpret_cast<const char*>(c.scales + (n0 + r + ahead) * row_scales + ch * 8), _MM_HINT_T0);
       step(r, ch, _mm512_loadu_si512(wp), 8);
@@ -195,7 +233,7 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * c.ws2;
+    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * kUndo * c.ws2;
 }
 
 template <int R>

@@ -1,0 +1,57 @@
+#pragma once
+// 2 MiB pages for the big read-only streams: the mapped weights and the bandwidth probe's buffer.
+//
+// Why: this machine is a VM, so every TLB miss walks two page tables (guest and host). Decode
+// streams ~2 GB of expert weights per token; over 4 KiB pages that is half a million misses per
+// token. Measured here (docs/perf.md, session 4): one thread reads a cached checkpoint shard at
+// 11 GB/s through 4 KiB pages and at 17-18 GB/s through 2 MiB pages; the bandwidth probe reads
+// 19 GB/s and 32.6 GB/s. Linux maps a file with 2 MiB pages when the mapping is 2 MiB-aligned,
+// it is advised MADV_HUGEPAGE (THP "madvise" mode, Debian's default) and the page cache holds
+// the file in 2 MiB folios, which the kernel allocates for such a mapping when it reads the
+// file in. Everything here is best effort: where the kernel says no, pages stay 4 KiB and only
+// speed changes.
+#include <cstddef>
+#include <cstdint>
+
+namespace fp4serve {
+
+inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
+
+// Reserves `bytes` of address space aligned to kHugePageBytes (PROT_NONE, nothing backed), so a
+// mapping placed there with MAP_FIXED can use 2 MiB pages. Returns nullptr when mmap fails.
+void* reserve_huge_aligned(std::size_t bytes);
+
+// madvise(MADV_HUGEPAGE); false when the kernel refuses (no THP, "never" mode).
+bool advise_huge_pages(void* p, std::size_t bytes);
+
+// Anonymous memory aligned to and advised for 2 MiB pages; munmap'd on destruction.
+class HugePageBuffer {
+ public:
+  HugePageBuffer() = default;
+  // Throws Error naming `what` when the memory cannot be mapped.
+  HugePageBuffer(std::size_t bytes, const char* what);
+  ~HugePageBuffer();
+  HugePageBuffer(HugePageBuffer&& other) noexcept;
+  HugePageBuffer& operator=(HugePageBuffer&& other) noexcept;
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// How this process's pages are mapped, from /proc/self/smaps_rollup (0 where unreadable).
+struct PageMappingStats {
+  std::uint64_t file_pmd_bytes = 0;  // file pages (the weights) mapped 2 MiB at a time
+  std::uint64_t anon_huge_bytes = 0;  // anonymous 2 MiB pages
+};
+PageMappingStats page_mapping_stats();
+
+// True when the VMA containing `p` carries the MADV_HUGEPAGE flag ("hg" in /proc/self/smaps).
+bool huge_page_advised(const void* p);
+
+}  // namespace fp4serve

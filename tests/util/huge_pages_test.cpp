@@ -1,0 +1,73 @@
+#include "util/huge_pages.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "common/temp_dir.h"
+#include "util/mapped_file.h"
+
+namespace fp4serve {
+namespace {
+
+// The kernel honours MADV_HUGEPAGE unless THP is compiled out or set to "never".
+bool thp_available() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+}
+
+bool huge_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes == 0; }
+
+void write_file(const std::filesystem::path& path, std::size_t bytes) {
+  std::ofstream f(path, std::ios::binary);
+  const std::string chunk(4096, 'w');
+  for (std::size_t done = 0; done < bytes; done += chunk.size()) f.write(chunk.data(), static_cast<std::streamsize>(std::min(chunk.size(), bytes - done)));
+}
+
+TEST(HugePages, LargeFilesAreMappedAlignedAndAdvisedFor2MiBPages) {
+  if (!thp_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
+  testing::TempDir dir;
+  const auto path = dir.path() / "weights.bin";
+  write_file(path, 5 * kHugePageBytes / 2);  // 5 MiB: not a multiple of the page either
+  const MappedFile f(path);
+  ASSERT_EQ(f.size(), 5 * kHugePageBytes / 2);
+  EXPECT_TRUE(huge_aligned(f.bytes().data()));
+  EXPECT_TRUE(huge_page_advised(f.bytes().data()));
+  EXPECT_TRUE(huge_page_advised(f.bytes().data() + f.size() - 1));
+  EXPECT_EQ(f.bytes()[f.size() - 1], 'w');  // the tail past the last 2 MiB boundary is the file's
+}
+
+TEST(HugePages, SmallFilesAreMappedPlainly) {
+  testing::TempDir dir;
+  const auto path = dir.path() / "config.json";
+  write_file(path, 100);
+  const MappedFile f(path);
+  ASSERT_EQ(f.size(), 100u);
+  EXPECT_FALSE(huge_page_advised(f.bytes().data()));
+  EXPECT_EQ(f.bytes()[99], 'w');
+}
+
+TEST(HugePages, BufferIsAlignedAdvisedAndWritable) {
+  if (!thp_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
+  HugePageBuffer b(3 * kHugePageBytes, "test buffer");
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_TRUE(huge_aligned(b.data()));
+  EXPECT_TRUE(huge_page_advised(b.data()));
+  std::memset(b.data(), 7, b.size());
+  EXPECT_EQ(static_cast<const unsigned char*>(b.data())[b.size() - 1], 7);
+  HugePageBuffer moved = std::move(b);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(moved.size(), 3 * kHugePageBytes);
+}
+
+TEST(HugePages, PlainMemoryIsNotReportedAdvised) {
+  const std::string s(1 << 20, 'x');  // heap memory nobody advised
+  EXPECT_FALSE(huge_page_advised(s.data()));
+}
+
+}  // namespace
+}  // namespace fp4serve
