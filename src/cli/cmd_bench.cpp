@@ -414,7 +414,9 @@ void bench(BenchArgs& a) {
             << fixed(expected_memory > 0 ? 100.0 * static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0, 1)
             << "%)\n";
   std::cout << "weights mapped in 2 MiB pages: " << fixed(gib(pages.file_pmd_bytes), 2) << " GiB";
-  if (pages.file_pmd_bytes * 2 < summary.resident_weight_bytes)
+  if (!transparent_huge_pages_available())
+    std::cout << " (transparent huge pages are off in this kernel: /sys/kernel/mm/transparent_hugepage/enabled)";
+  else if (pages.file_pmd_bytes * 2 < summary.resident_weight_bytes)
     std::cout << " (the page cache holds this checkpoint in small pages, and decode then streams it through\n"
                  "  the TLB more slowly; once evicted, e.g. `echo 1 > /proc/sys/vm/drop_caches`, the next load reads it\n"
                  "  into 2 MiB pages)";

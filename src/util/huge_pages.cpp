@@ -79,6 +79,12 @@ PageMappingStats page_mapping_stats() {
   return s;
 }
 
+bool transparent_huge_pages_available() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+}
+
 bool huge_page_advised(const void* p) {
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   std::ifstream f("/proc/self/smaps");

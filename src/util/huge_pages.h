@@ -51,6 +51,10 @@ struct PageMappingStats {
 };
 PageMappingStats page_mapping_stats();
 
+// False when the kernel has transparent huge pages off ("never", or no THP support at all):
+// then advice is ignored and everything stays in 4 KiB pages.
+bool transparent_huge_pages_available();
+
 // True when the VMA containing `p` carries the MADV_HUGEPAGE flag ("hg" in /proc/self/smaps).
 bool huge_page_advised(const void* p);
 

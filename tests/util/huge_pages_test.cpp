@@ -13,13 +13,6 @@
 namespace fp4serve {
 namespace {
 
-// The kernel honours MADV_HUGEPAGE unless THP is compiled out or set to "never".
-bool thp_available() {
-  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
-}
-
 bool huge_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes == 0; }
 
 void write_file(const std::filesystem::path& path, std::size_t bytes) {
@@ -29,7 +22,7 @@ void write_file(const std::filesystem::path& path, std::size_t bytes) {
 }
 
 TEST(HugePages, LargeFilesAreMappedAlignedAndAdvisedFor2MiBPages) {
-  if (!thp_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
   testing::TempDir dir;
   const auto path = dir.path() / "weights.bin";
   write_file(path, 5 * kHugePageBytes / 2);  // 5 MiB: not a multiple of the page either
@@ -52,7 +45,7 @@ TEST(HugePages, SmallFilesAreMappedPlainly) {
 }
 
 TEST(HugePages, BufferIsAlignedAdvisedAndWritable) {
-  if (!thp_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
+  if (!transparent_huge_pages_available()) GTEST_SKIP() << "transparent huge pages are off on this kernel";
   HugePageBuffer b(3 * kHugePageBytes, "test buffer");
   ASSERT_NE(b.data(), nullptr);
   EXPECT_TRUE(huge_aligned(b.data()));
