@@ -238,8 +238,8 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
 
 // The kernel's own prefetch runs a fixed distance ahead of the rows it decodes, so the first
 // rows of a range would be fetched on demand, one stall after another. Decode calls this on
-// 64-row slices of each expert (16 KB of which is the L2 distance): the range's start is
-// requested up front instead, all lines at once.
+// 128-row slices of each expert (16 KB, an eighth of a gate/up slice, is the L2 distance): the
+// range's start is requested up front instead, all lines at once.
 void prefetch_start(const Ctx& c, std::int64_t b, std::int64_t e) {
   const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16;
   const std::int64_t l1_rows = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes;
