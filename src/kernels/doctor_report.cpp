@@ -11,6 +11,7 @@
 #include "formats/quant_scheme.h"
 #include "kernels/backend.h"
 #include "kernels/model_shapes.h"
+#include "util/huge_pages.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -46,7 +47,11 @@ nlohmann::json build_json() {
 nlohmann::json os_json() {
   utsname u{};
   if (uname(&u) != 0) return {{"sysname", "unknown"}};
-  return {{"sysname", u.sysname}, {"release", u.release}, {"version", u.version}, {"machine", u.machine}};
+  return {{"sysname", u.sysname},
+          {"release", u.release},
+          {"version", u.version},
+          {"machine", u.machine},
+          {"transparent_huge_pages", transparent_huge_pages_mode()}};
 }
 
 nlohmann::json cpu_json(const CpuFeatures& c) {
@@ -149,7 +154,13 @@ std::string doctor_text(const nlohmann::json& j) {
   os << "\n  kernel flags: avx2 \"" << b["kernel_flags"]["avx2"].get<std::string>() << "\", avx512 \""
      << b["kernel_flags"]["avx512"].get<std::string>() << "\", amx \"" << b["kernel_flags"]["amx"].get<std::string>() << "\"\n";
   const auto& o = j["os"];
-  os << "OS: " << o.value("sysname", "?") << " " << o.value("release", "?") << " " << o.value("machine", "?") << "\n";
+  os << "OS: " << o.value("sysname", "?") << " " << o.value("release", "?") << " " << o.value("machine", "?")
+     << "; transparent huge pages: " << o.value("transparent_huge_pages", "?");
+  if (o.value("transparent_huge_pages", "") == "never" || o.value("transparent_huge_pages", "") == "unavailable")
+    os << " (weights stay in 4 KiB pages: decode streams them more slowly)";
+  else
+    os << " (weights are mapped for 2 MiB pages)";
+  os << "\n";
   const auto& c = j["cpu"];
   os << "CPU: " << c["model"].get<std::string>() << " (" << c["vendor"].get<std::string>() << "), " << c["logical_cpus"].get<int>()
      << " logical CPUs, kernels use " << c["kernel_threads"].get<int>() << " threads\n";

@@ -79,10 +79,18 @@ PageMappingStats page_mapping_stats() {
   return s;
 }
 
-bool transparent_huge_pages_available() {
+std::string transparent_huge_pages_mode() {
   std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string modes;
-  return std::getline(f, modes) && modes.find("[never]") == std::string::npos;
+  std::string modes;  // e.g. "always [madvise] never"
+  if (!std::getline(f, modes)) return "unavailable";
+  const std::size_t open = modes.find('['), close = modes.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "unavailable";
+  return modes.substr(open + 1, close - open - 1);
+}
+
+bool transparent_huge_pages_available() {
+  const std::string mode = transparent_huge_pages_mode();
+  return mode != "never" && mode != "unavailable";
 }
 
 bool huge_page_advised(const void* p) {

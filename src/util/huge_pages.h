@@ -12,6 +12,7 @@
 // speed changes.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace fp4serve {
 
@@ -51,8 +52,12 @@ struct PageMappingStats {
 };
 PageMappingStats page_mapping_stats();
 
-// False when the kernel has transparent huge pages off ("never", or no THP support at all):
-// then advice is ignored and everything stays in 4 KiB pages.
+// The kernel's THP mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled:
+// "always", "madvise" or "never"; "unavailable" without THP support. Reported by `doctor`.
+std::string transparent_huge_pages_mode();
+
+// False when the mode is "never" or "unavailable": then advice is ignored and everything stays in
+// 4 KiB pages.
 bool transparent_huge_pages_available();
 
 // True when the VMA containing `p` carries the MADV_HUGEPAGE flag ("hg" in /proc/self/smaps).

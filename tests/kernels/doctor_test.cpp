@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/doctor_report.h"
 #include "util/cpu_features.h"
+#include "util/huge_pages.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -29,6 +30,10 @@ TEST(Doctor, ReportsBuildCpuAndEveryBackend) {
   for (const char* key : {"version", "git_revision", "compiler", "build_type", "cxx_flags", "kernel_flags"})
     EXPECT_TRUE(j["fp4serve"].contains(key)) << key;
   EXPECT_FALSE(j["os"]["release"].get<std::string>().empty());
+  // The THP mode is the bracketed word the kernel shows, which is also what mapping relies on.
+  const std::string thp = j["os"]["transparent_huge_pages"].get<std::string>();
+  EXPECT_TRUE(thp == "always" || thp == "madvise" || thp == "never" || thp == "unavailable") << thp;
+  EXPECT_EQ(thp == "always" || thp == "madvise", transparent_huge_pages_available()) << thp;
   for (CpuFeature f : all_cpu_features()) {
     const auto& entry = j["cpu"]["features"][std::string(cpu_feature_name(f))];
     EXPECT_EQ(entry["usable"].get<bool>(), cpu_features().usable(f)) << cpu_feature_name(f);
