@@ -319,7 +319,7 @@ void bench(BenchArgs& a) {
     }
   }
   const auto [rss, hwm] = resident_memory();
-  const PageMappingStats pages = page_mapping_stats();  // before the probe adds its own 2 MiB pages
+  const std::uint64_t weights_in_huge_pages = file_bytes_in_huge_pages();
 
   BandwidthOptions bw_options;
   bw_options.bytes = a.bandwidth_mib << 20;
@@ -370,7 +370,7 @@ void bench(BenchArgs& a) {
                    {"vm_hwm_bytes", hwm},
                    {"weight_bytes", summary.resident_weight_bytes},
                    {"kv_bytes", seqs.bytes()},
-                   {"weights_2mib_mapped_bytes", pages.file_pmd_bytes},
+                   {"weights_2mib_mapped_bytes", weights_in_huge_pages},
                    {"hwm_over_weights_plus_kv", expected_memory > 0 ? static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0}};
     std::cout << j.dump() << std::endl;
     return;
@@ -413,10 +413,10 @@ void bench(BenchArgs& a) {
             << fixed(gib(expected_memory), 2) << " GiB ("
             << fixed(expected_memory > 0 ? 100.0 * static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0, 1)
             << "%)\n";
-  std::cout << "weights mapped in 2 MiB pages: " << fixed(gib(pages.file_pmd_bytes), 2) << " GiB";
+  std::cout << "weights mapped in 2 MiB pages: " << fixed(gib(weights_in_huge_pages), 2) << " GiB";
   if (!transparent_huge_pages_available())
     std::cout << " (transparent huge pages are off in this kernel: /sys/kernel/mm/transparent_hugepage/enabled)";
-  else if (pages.file_pmd_bytes * 2 < summary.resident_weight_bytes)
+  else if (weights_in_huge_pages * 2 < summary.resident_weight_bytes)
     std::cout << " (the page cache holds this checkpoint in small pages, and decode then streams it through\n"
                  "  the TLB more slowly; once evicted, e.g. `echo 1 > /proc/sys/vm/drop_caches`, the next load reads it\n"
                  "  into 2 MiB pages)";

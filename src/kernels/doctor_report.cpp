@@ -156,11 +156,10 @@ std::string doctor_text(const nlohmann::json& j) {
   const auto& o = j["os"];
   os << "OS: " << o.value("sysname", "?") << " " << o.value("release", "?") << " " << o.value("machine", "?")
      << "; transparent huge pages: " << o.value("transparent_huge_pages", "?");
-  if (o.value("transparent_huge_pages", "") == "never" || o.value("transparent_huge_pages", "") == "unavailable")
-    os << " (weights stay in 4 KiB pages: decode streams them more slowly)";
-  else
-    os << " (weights are mapped for 2 MiB pages)";
-  os << "\n";
+  const std::string thp = o.value("transparent_huge_pages", "");
+  os << (thp == "never" || thp == "unavailable" ? " (weights stay in 4 KiB pages: decode streams them more slowly)"
+                                                : " (weights are mapped for 2 MiB pages)")
+     << "\n";
   const auto& c = j["cpu"];
   os << "CPU: " << c["model"].get<std::string>() << " (" << c["vendor"].get<std::string>() << "), " << c["logical_cpus"].get<int>()
      << " logical CPUs, kernels use " << c["kernel_threads"].get<int>() << " threads\n";

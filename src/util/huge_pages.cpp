@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -13,6 +12,10 @@
 
 namespace fp4serve {
 
+namespace {
+
+// Reserves `bytes` of address space aligned to kHugePageBytes (PROT_NONE, nothing backed), so a
+// mapping placed there with MAP_FIXED can use 2 MiB pages. Returns nullptr when mmap fails.
 void* reserve_huge_aligned(std::size_t bytes) {
   // Over-reserve by one huge page, then give back the unaligned head and the tail.
   const std::size_t span = bytes + kHugePageBytes;
@@ -26,27 +29,28 @@ void* reserve_huge_aligned(std::size_t bytes) {
   return reinterpret_cast<void*>(aligned);
 }
 
-bool advise_huge_pages(void* p, std::size_t bytes) {
+}  // namespace
+
+void* map_for_huge_pages(std::size_t bytes, int prot, int flags, int fd) {
+  void* at = reserve_huge_aligned(bytes);
+  if (at == nullptr) return MAP_FAILED;
+  void* p = ::mmap(at, bytes, prot, flags | MAP_FIXED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    ::munmap(at, bytes);
+    errno = err;
+    return MAP_FAILED;
+  }
 #ifdef MADV_HUGEPAGE
-  return ::madvise(p, bytes, MADV_HUGEPAGE) == 0;
-#else
-  (void)p;
-  (void)bytes;
-  return false;
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // refused without THP: pages then stay 4 KiB
 #endif
+  return p;
 }
 
 HugePageBuffer::HugePageBuffer(std::size_t bytes, const char* what) : size_(bytes) {
   if (bytes == 0) return;
-  void* at = reserve_huge_aligned(bytes);
-  void* p = at == nullptr ? MAP_FAILED
-                          : ::mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  if (p == MAP_FAILED) {
-    const int err = errno;
-    if (at != nullptr) ::munmap(at, bytes);
-    fail(what, ": cannot map ", bytes >> 20, " MiB: ", std::strerror(err));
-  }
-  advise_huge_pages(p, bytes);
+  void* p = map_for_huge_pages(bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+  if (p == MAP_FAILED) fail(what, ": cannot map ", bytes >> 20, " MiB: ", std::strerror(errno));
   data_ = p;
 }
 
@@ -66,17 +70,15 @@ HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
   return *this;
 }
 
-PageMappingStats page_mapping_stats() {
-  PageMappingStats s;
+std::uint64_t file_bytes_in_huge_pages() {
   std::ifstream f("/proc/self/smaps_rollup");
   std::string key;
   std::uint64_t kib = 0;
   while (f >> key) {
-    if (key == "FilePmdMapped:" && f >> kib) s.file_pmd_bytes = kib << 10;
-    else if (key == "AnonHugePages:" && f >> kib) s.anon_huge_bytes = kib << 10;
+    if (key == "FilePmdMapped:" && f >> kib) return kib << 10;
     f.ignore(1 << 12, '\n');
   }
-  return s;
+  return 0;
 }
 
 std::string transparent_huge_pages_mode() {
@@ -91,32 +93,6 @@ std::string transparent_huge_pages_mode() {
 bool transparent_huge_pages_available() {
   const std::string mode = transparent_huge_pages_mode();
   return mode != "never" && mode != "unavailable";
-}
-
-bool huge_page_advised(const void* p) {
-  const auto addr = reinterpret_cast<std::uintptr_t>(p);
-  std::ifstream f("/proc/self/smaps");
-  std::string line;
-  bool inside = false;
-  while (std::getline(f, line)) {
-    // A VMA header: "7f..-7f.. r--p offset dev inode path".
-    const std::size_t dash = line.find('-');
-    if (dash != std::string::npos && dash > 0 && line.find(':') > dash &&
-        line.find_first_not_of("0123456789abcdef") == dash) {
-      const std::uintptr_t b = std::stoull(line.substr(0, dash), nullptr, 16);
-      const std::uintptr_t e = std::stoull(line.substr(dash + 1, line.find(' ') - dash - 1), nullptr, 16);
-      inside = addr >= b && addr < e;
-      continue;
-    }
-    if (inside && line.rfind("VmFlags:", 0) == 0) {
-      std::istringstream flags(line.substr(8));
-      std::string flag;
-      while (flags >> flag)
-        if (flag == "hg") return true;
-      return false;
-    }
-  }
-  return false;
 }
 
 }  // namespace fp4serve

@@ -18,12 +18,9 @@ namespace fp4serve {
 
 inline constexpr std::size_t kHugePageBytes = std::size_t{2} << 20;
 
-// Reserves `bytes` of address space aligned to kHugePageBytes (PROT_NONE, nothing backed), so a
-// mapping placed there with MAP_FIXED can use 2 MiB pages. Returns nullptr when mmap fails.
-void* reserve_huge_aligned(std::size_t bytes);
-
-// madvise(MADV_HUGEPAGE); false when the kernel refuses (no THP, "never" mode).
-bool advise_huge_pages(void* p, std::size_t bytes);
+// mmap(nullptr, bytes, prot, flags, fd, 0) placed at a 2 MiB-aligned address and advised
+// MADV_HUGEPAGE (the advice is best effort). Returns MAP_FAILED with errno set when mmap fails.
+void* map_for_huge_pages(std::size_t bytes, int prot, int flags, int fd);
 
 // Anonymous memory aligned to and advised for 2 MiB pages; munmap'd on destruction.
 class HugePageBuffer {
@@ -45,12 +42,9 @@ class HugePageBuffer {
   std::size_t size_ = 0;
 };
 
-// How this process's pages are mapped, from /proc/self/smaps_rollup (0 where unreadable).
-struct PageMappingStats {
-  std::uint64_t file_pmd_bytes = 0;  // file pages (the weights) mapped 2 MiB at a time
-  std::uint64_t anon_huge_bytes = 0;  // anonymous 2 MiB pages
-};
-PageMappingStats page_mapping_stats();
+// Bytes of file mappings (the weights) this process has mapped 2 MiB at a time: FilePmdMapped
+// of /proc/self/smaps_rollup; 0 where unreadable.
+std::uint64_t file_bytes_in_huge_pages();
 
 // The kernel's THP mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled:
 // "always", "madvise" or "never"; "unavailable" without THP support. Reported by `doctor`.
@@ -59,8 +53,5 @@ std::string transparent_huge_pages_mode();
 // False when the mode is "never" or "unavailable": then advice is ignored and everything stays in
 // 4 KiB pages.
 bool transparent_huge_pages_available();
-
-// True when the VMA containing `p` carries the MADV_HUGEPAGE flag ("hg" in /proc/self/smaps).
-bool huge_page_advised(const void* p);
 
 }  // namespace fp4serve

@@ -31,15 +31,13 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   if (size_ > 0) {
     // Large files (weights) go at a 2 MiB-aligned address, advised for 2 MiB pages: decode
     // streams them, and over 4 KiB pages the TLB, not memory, sets the pace (util/huge_pages.h).
-    void* at = size_ >= kHugePageBytes ? reserve_huge_aligned(size_) : nullptr;
-    void* p = ::mmap(at, size_, PROT_READ, at != nullptr ? MAP_PRIVATE | MAP_FIXED : MAP_PRIVATE, fd, 0);
+    void* p = size_ >= kHugePageBytes ? map_for_huge_pages(size_, PROT_READ, MAP_PRIVATE, fd)
+                                      : ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
-      if (at != nullptr) ::munmap(at, size_);
       int err = errno;
       ::close(fd);
       fail(path.string(), ": cannot mmap: ", std::strerror(err));
     }
-    if (at != nullptr) advise_huge_pages(p, size_);
     data_ = static_cast<const std::uint8_t*>(p);
   }
   ::close(fd);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/temp_dir.h"
@@ -12,6 +13,34 @@
 
 namespace fp4serve {
 namespace {
+
+// True when the VMA containing `p` carries the MADV_HUGEPAGE flag ("hg" in /proc/self/smaps).
+bool huge_page_advised(const void* p) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(f, line)) {
+    // A VMA header: "7f..-7f.. r--p offset dev inode path".
+    const std::size_t dash = line.find('-');
+    if (dash != std::string::npos && dash > 0 && line.find(':') > dash &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      const std::uintptr_t b = std::stoull(line.substr(0, dash), nullptr, 16);
+      const std::uintptr_t e = std::stoull(line.substr(dash + 1, line.find(' ') - dash - 1), nullptr, 16);
+      inside = addr >= b && addr < e;
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) {
+      std::istringstream flags(line.substr(8));
+      std::string flag;
+      while (flags >> flag)
+        if (flag == "hg") return true;
+      return false;
+    }
+  }
+  return false;
+}
+
 
 bool huge_aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % kHugePageBytes == 0; }
 
