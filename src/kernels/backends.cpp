@@ -12,7 +12,12 @@
 namespace fp4serve::kernels {
 
 std::string_view precision_name(Precision p) {
-  return p == Precision::Fp32 ? "fp32" : "bf16-activations";
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Bf16Activations: return "bf16-activations";
+    case Precision::Activations16: return "16-bit-activations";
+  }
+  return "unknown";
 }
 
 const FamilyImpl& Backend::family(OpFamily f) const {
@@ -137,30 +142,56 @@ Backend make_avx512() {
   return b;
 }
 
+const std::vector<CpuFeature>& amx_needs() {
+  static const std::vector<CpuFeature> n = {
+      CpuFeature::AMX_TILE, CpuFeature::AMX_BF16,    CpuFeature::AVX512F, CpuFeature::AVX512BW,
+      CpuFeature::AVX512VL, CpuFeature::AVX512_BF16, CpuFeature::FMA,     CpuFeature::F16C};
+  return n;
+}
+
+// AMX tiles for M >= 16 (prefill), the fp32 AVX-512 kernels below. The router stays on the
+// fp32 AVX-512 kernels (see MoeGemms). No attention: its matrices are per sequence and small;
+// tiles do not pay there. No dense GEMM: on the qwen3_next oracle fixture, BF16 weights
+// through hi + lo tiles moved logits 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 weights
+// through the same tiles: 1.8-4e-5), and dense GEMMs are a small part of prefill.
 Backend make_amx() {
-  static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm, kAmxFromM);
-  static const Fp4GemmKernel fp4("amx", avx512::nvfp4_gemm, amx::nvfp4_gemm, kAmxFromM);
-  // The router stays on the fp32 AVX-512 kernels (see MoeGemms).
-  static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
+  static const Fp4GemmKernel fp4("amx", avx512::nvfp4_gemm, amx::nvfp4_gemm_split, kAmxFromM);
+  static const DenseGemmKernel dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
-  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
+  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &dense});
   Backend b;
   b.name = "amx";
-  b.description = "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16";
+  b.description = "AMX BF16 tiles for NVFP4 weights at M >= 16 (prefill), activations as bf16 hi + lo pairs; AVX-512 below";
   b.speed_rank = 30;
-  b.needs = {CpuFeature::AMX_TILE, CpuFeature::AMX_BF16, CpuFeature::AVX512F,  CpuFeature::AVX512BW,
-             CpuFeature::AVX512VL, CpuFeature::AVX512_BF16, CpuFeature::FMA, CpuFeature::F16C};
+  b.needs = amx_needs();
+  b.fp4 = gemm_family(&fp4, Precision::Activations16, kAmxFromM, any_gemm);
+  b.moe = moe_family(&moe, Precision::Activations16);
+  return b;
+}
+
+// The same tiles with activations rounded to bf16 once: half the tile work, opt-in only
+// (--allow-bf16-activations), since that rounding can flip a greedy token.
+Backend make_amx_bf16() {
+  static const DenseGemmKernel dense("amx-bf16", avx512::dense_gemm, amx::bf16_gemm, kAmxFromM);
+  static const Fp4GemmKernel fp4("amx-bf16", avx512::nvfp4_gemm, amx::nvfp4_gemm, kAmxFromM);
+  static const DenseGemmKernel router_dense("amx-bf16", avx512::dense_gemm);
+  static const Fp4GemmKernel router_fp4("amx-bf16", avx512::nvfp4_gemm);
+  static const GroupedMoeKernel moe("amx-bf16", {&fp4, &dense, &router_fp4, &router_dense});
+  Backend b;
+  b.name = "amx-bf16";
+  b.description = "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16";
+  b.speed_rank = 35;
+  b.needs = amx_needs();
   b.dense = gemm_family(&dense, Precision::Bf16Activations, kAmxFromM, dense_dtype_ok);
   b.fp4 = gemm_family(&fp4, Precision::Bf16Activations, kAmxFromM, any_gemm);
   b.moe = moe_family(&moe, Precision::Bf16Activations);
-  // No attention: its matrices are per sequence and small; tiles do not pay there.
   return b;
 }
 
 }  // namespace
 
 const std::vector<Backend>& compiled_backends() {
-  static const std::vector<Backend> all = {make_amx(), make_avx512(), make_avx2(), make_reference()};
+  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2(), make_reference()};
   return all;
 }
 

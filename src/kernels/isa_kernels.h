@@ -30,6 +30,9 @@ namespace amx {
 // sends small m to avx512, where tiles do not pay.
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // Dense BF16 only
+// NVFP4 with activations as bf16 hi + lo pairs (two tile products per weight tile): each
+// activation carried to ~2^-17 relative (Precision::Activations16) for twice the tile work.
+void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 }  // namespace amx
 
 // Generic helpers the ISA files call (compiled without ISA flags).

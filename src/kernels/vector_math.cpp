@@ -74,7 +74,7 @@ const VectorMath& scalar_vector_math() { return kScalar; }
 
 const VectorMath& vector_math_for_backend(std::string_view backend) {
   if (backend == "avx2") return kAvx2;
-  if (backend == "avx512" || backend == "amx") return kAvx512;
+  if (backend == "avx512" || backend == "amx" || backend == "amx-bf16") return kAvx512;
   return kScalar;
 }
 

@@ -57,8 +57,8 @@ struct VectorMath {
 // Plain C++ (std::fma): runs anywhere; the tables below must equal it bit for bit (except the
 // order of the fp64 sums of softmax_numerators and sum_squares).
 const VectorMath& scalar_vector_math();
-// The table a kernel backend named `backend` may use: "avx2" -> avx2, "avx512" and "amx" ->
-// avx512, anything else -> scalar. The backend's own CPU check covers the table's needs.
+// The table a kernel backend named `backend` may use: "avx2" -> avx2; "avx512", "amx" and
+// "amx-bf16" -> avx512; anything else -> scalar. The backend's own CPU check covers the table's needs.
 const VectorMath& vector_math_for_backend(std::string_view backend);
 // The fastest table this CPU can run (cpu_features(), FP4SERVE_CPU_DISABLE respected); for
 // generic code outside a kernel backend.

@@ -19,7 +19,14 @@ namespace fp4serve::kernels {
 namespace {
 
 // Tighter than the registry's tolerances on purpose: these shapes are small.
-double tolerance(Precision p) { return p == Precision::Fp32 ? 2e-6 : 1e-2; }
+double tolerance(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return 2e-6;
+    case Precision::Activations16: return 2e-5;
+    case Precision::Bf16Activations: return 1e-2;
+  }
+  return 0.0;
+}
 
 std::vector<const Backend*> runnable(OpFamily f) {
   std::vector<const Backend*> out;

@@ -2,6 +2,7 @@
 // honours and validates explicit names, and refuses with a clear error when nothing passes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/backend.h"
@@ -56,7 +57,7 @@ TEST(Registry, AutoPicksTheFastestRunnableBackend) {
   EXPECT_NE(r.to_text().find("fp4-gemm"), std::string::npos);
 }
 
-TEST(Registry, AutoKeepsFp32ActivationsUnlessAllowed) {
+TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
   BackendOptions o = quiet_options();
   o.allow_bf16_activations = false;
   auto sel = select_kernels(o, builtin_shapes());
@@ -64,17 +65,31 @@ TEST(Registry, AutoKeepsFp32ActivationsUnlessAllowed) {
   for (const FamilyReport& fam : r.families) {
     if (fam.chosen.empty()) continue;
     const Verdict& chosen = verdict(r, fam.family, fam.chosen);
-    EXPECT_EQ(chosen.precision, "fp32") << family_name(fam.family) << " chose " << fam.chosen;
+    EXPECT_NE(chosen.precision, "bf16-activations") << family_name(fam.family) << " chose " << fam.chosen;
     for (const Verdict& v : fam.verdicts) {
-      if (v.precision != "fp32" && v.status != VerdictStatus::Unsupported) {
+      if (v.precision == "bf16-activations" && v.status != VerdictStatus::Unsupported) {
+        EXPECT_EQ(v.status, VerdictStatus::NotTried) << v.backend;
         EXPECT_NE(v.reason.find("--allow-bf16-activations"), std::string::npos) << v.backend << ": " << v.reason;
       }
     }
   }
+  // 16-bit activations (bf16 hi + lo pairs) are allowed: where this CPU runs AMX, auto takes it.
+  const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
+  if (std::find(fp4.begin(), fp4.end(), "amx") != fp4.end()) {
+    EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, "amx");
+    EXPECT_EQ(verdict(r, OpFamily::Fp4Gemm, "amx").precision, "16-bit-activations");
+  }
   // Named explicitly, a bf16-activation backend is still used (when this CPU runs it).
-  if (!runnable(OpFamily::Fp4Gemm).empty() && runnable(OpFamily::Fp4Gemm).front() == "amx") {
-    o.fp4_gemm = "amx";
-    EXPECT_EQ(select_kernels(o, builtin_shapes())->report().families.size(), r.families.size());
+  if (std::find(fp4.begin(), fp4.end(), "amx-bf16") != fp4.end()) {
+    o.fp4_gemm = "amx-bf16";
+    const SelectionReport named = select_kernels(o, builtin_shapes())->report();
+    EXPECT_EQ(named.family(OpFamily::Fp4Gemm).chosen, "amx-bf16");
+  }
+  // Allowed, auto takes it first.
+  if (std::find(fp4.begin(), fp4.end(), "amx-bf16") != fp4.end()) {
+    BackendOptions allowed = quiet_options();
+    allowed.allow_bf16_activations = true;
+    EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, "amx-bf16");
   }
 }
 
