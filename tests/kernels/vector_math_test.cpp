@@ -129,6 +129,7 @@ TEST(VectorMath, TablesMapToBackends) {
   EXPECT_STREQ(vector_math_for_backend("avx2").name, "avx2");
   EXPECT_STREQ(vector_math_for_backend("avx512").name, "avx512");
   EXPECT_STREQ(vector_math_for_backend("amx").name, "avx512");
+  EXPECT_STREQ(vector_math_for_backend("amx-bf16").name, "avx512");
   EXPECT_STREQ(vector_math_for_backend("reference").name, "scalar");
   const std::string best = best_vector_math().name;
   const CpuFeatures& f = cpu_features();
