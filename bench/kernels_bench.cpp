@@ -78,6 +78,20 @@ void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// Dense BF16 GEMM at prefill / batch sizes (BF16 checkpoints, lm_heads), one L2/L3-resident matrix.
+void bf16_gemm(benchmark::State& state, const Backend* b, std::int64_t n, std::int64_t k, std::int64_t m) {
+  Rng rng(43);
+  auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, n, k);
+  const auto x = random_activations(rng, m, k);
+  std::vector<float> y(static_cast<std::size_t>(m * n));
+  for (auto _ : state) {
+    b->dense.gemm->run(x.data(), m, w->w, y.data(), Fp4Semantics::W4A16);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(m * n * k),
+                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 // One Qwen3-30B-A3B MoE layer (128 experts, top 8) on one token, per backend.
 void moe_decode(benchmark::State& state, const Backend* b) {
   MoeShape s;
@@ -147,6 +161,11 @@ bool register_all() {
       benchmark::RegisterBenchmark(("nvfp4_m64/" + b.name + "/768x2048").c_str(),
                                    [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 64); })
           ->UseRealTime();
+      if (b.dense.present())
+        for (std::int64_t m : {16, 64})
+          benchmark::RegisterBenchmark(("bf16_m" + std::to_string(m) + "/" + b.name + "/2048x2048").c_str(),
+                                       [&b, m](benchmark::State& st) { bf16_gemm(st, &b, 2048, 2048, m); })
+              ->UseRealTime();
       benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

@@ -149,21 +149,23 @@ const std::vector<CpuFeature>& amx_needs() {
   return n;
 }
 
-// AMX tiles for M >= 16 (prefill), the fp32 AVX-512 kernels below. The router stays on the
-// fp32 AVX-512 kernels (see MoeGemms). No attention: its matrices are per sequence and small;
-// tiles do not pay there. No dense GEMM: on the qwen3_next oracle fixture, BF16 weights
-// through hi + lo tiles moved logits 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 weights
-// through the same tiles: 1.8-4e-5), and dense GEMMs are a small part of prefill.
+// AMX tiles for M >= 16 (prefill, batched decode), the fp32 AVX-512 kernels below. The router
+// stays on the fp32 AVX-512 kernels (see MoeGemms). No attention: its matrices are per sequence
+// and small; tiles do not pay there. NVFP4 weights run against bf16 hi + lo activation pairs;
+// dense BF16 weights against three parts, since hi + lo moved the qwen3_next oracle logits
+// 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 through hi + lo: 1.8-4e-5).
 Backend make_amx() {
   static const Fp4GemmKernel fp4("amx", avx512::nvfp4_gemm, amx::nvfp4_gemm_split, kAmxFromM);
-  static const DenseGemmKernel dense("amx", avx512::dense_gemm);
+  static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
+  static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
-  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &dense});
+  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
   Backend b;
   b.name = "amx";
-  b.description = "AMX BF16 tiles for NVFP4 weights at M >= 16 (prefill), activations as bf16 hi + lo pairs; AVX-512 below";
+  b.description = "AMX BF16 tiles at M >= 16 (prefill, batches), activations as bf16 hi + lo pairs (NVFP4) or three parts (BF16); AVX-512 below";
   b.speed_rank = 30;
   b.needs = amx_needs();
+  b.dense = gemm_family(&dense, Precision::Activations16, kAmxFromM, dense_dtype_ok);
   b.fp4 = gemm_family(&fp4, Precision::Activations16, kAmxFromM, any_gemm);
   b.moe = moe_family(&moe, Precision::Activations16);
   return b;

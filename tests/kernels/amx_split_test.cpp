@@ -1,6 +1,7 @@
-// The AMX NVFP4 GEMM with activations as bf16 hi + lo pairs (Precision::Activations16, what
-// `auto` runs prefill with): far closer to the reference than the one-bf16 path, activation
-// outliers included.
+// The AMX GEMMs with activations split into several bf16 parts (Precision::Activations16, what
+// `auto` runs prefill and batches with): NVFP4 weights against hi + lo pairs, dense BF16 weights
+// against three parts. Both far closer to the reference than one bf16, activation outliers
+// included; three parts as close as the fp32 kernels.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -44,6 +45,22 @@ TEST(AmxSplitActivations, ErrorIsFarBelowBf16Activations) {
   const double bf16_err = output_error(bf16.data(), ref.data(), m, n);
   EXPECT_LE(split_err, 2e-5);
   EXPECT_LE(split_err * 50, bf16_err) << "split " << split_err << ", bf16 " << bf16_err;
+}
+
+TEST(AmxSplitActivations, DenseThreePartsMatchFp32Kernels) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
+  Rng rng(23);
+  const std::int64_t n = 80, k = 1056, m = 40;  // k not a multiple of 64: a half k step at the end
+  auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, n, k);
+  const std::vector<float> x = activations_with_outliers(rng, m, k);
+  std::vector<float> ref(static_cast<std::size_t>(m * n)), three(ref.size()), bf16(ref.size());
+  reference_kernels().dense_gemm->run(x.data(), m, w->w, ref.data(), Fp4Semantics::W4A16);
+  amx::bf16_gemm_split3(x.data(), m, w->w, three.data());
+  amx::bf16_gemm(x.data(), m, w->w, bf16.data());
+  const double three_err = output_error(three.data(), ref.data(), m, n);
+  const double bf16_err = output_error(bf16.data(), ref.data(), m, n);
+  EXPECT_LE(three_err, 2e-6);  // backends_test's bound for the fp32 kernels
+  EXPECT_LE(three_err * 50, bf16_err) << "three parts " << three_err << ", bf16 " << bf16_err;
 }
 
 }  // namespace

@@ -79,6 +79,11 @@ TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
     EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, "amx");
     EXPECT_EQ(verdict(r, OpFamily::Fp4Gemm, "amx").precision, "16-bit-activations");
   }
+  const std::vector<std::string> dense = runnable(OpFamily::DenseGemm);
+  if (std::find(dense.begin(), dense.end(), "amx") != dense.end()) {
+    EXPECT_EQ(r.family(OpFamily::DenseGemm).chosen, "amx");
+    EXPECT_EQ(verdict(r, OpFamily::DenseGemm, "amx").precision, "16-bit-activations");
+  }
   // Named explicitly, a bf16-activation backend is still used (when this CPU runs it); allowed,
   // auto takes it first.
   if (std::find(fp4.begin(), fp4.end(), "amx-bf16") != fp4.end()) {

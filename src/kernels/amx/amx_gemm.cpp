@@ -13,6 +13,9 @@
 // nvfp4_gemm_split also packs what that rounding left, bf16(x - hi), and runs every weight tile
 // against both: hi + lo carries each activation to ~2^-17 (Activations16), for twice the tile
 // products but the same weight decode, which is about half of prefill (docs/perf.md).
+// bf16_gemm_split3 packs a third part, bf16(x - hi - lo): ~2^-25, fp32's own resolution. Dense
+// weights get three parts because two moved the qwen3_next oracle logits 1.9e-4 (NVFP4 weights:
+// 1.8e-5); a dense tile needs no decode, so the third product costs little.
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
 // registers. Padding rows, tokens and k are zero, and only valid outputs are written.
@@ -30,6 +33,8 @@
 namespace fp4serve::kernels::amx {
 
 namespace {
+
+constexpr int kMaxParts = 3;  // bf16 pieces per activation: hi, then up to two remainders
 
 struct alignas(64) TileConfig {
   std::uint8_t palette_id;
@@ -53,13 +58,14 @@ void configure_tiles() {
 // xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
 // Per 16 tokens x 32 k: each token's 32 values are rounded to bf16 (round to nearest even,
 // vcvtne2ps2bf16) into 16 pair-words, then the 16 x 16 word block is transposed through a small
-// buffer so each 64-byte B-tile row holds one k pair for 16 tokens. With `lo` set, lo gets the
-// same layout for what the rounding left over, bf16(x - float(hi)): hi + lo carries x to ~2^-17.
-void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, std::uint16_t* lo_xt, std::int64_t mp,
-                      std::int64_t kp) {
+// buffer so each 64-byte B-tile row holds one k pair for 16 tokens. With parts > 1, panel q (at
+// xt + q * panel) holds the same layout for what the first q roundings left over: part 2 is
+// bf16(x - hi), part 3 bf16(x - hi - part 2). Each part carries about 8 more significant bits:
+// hi + lo reaches ~2^-17 of x, three parts ~2^-25, as close as fp32 itself.
+void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, int parts, std::size_t panel,
+                      std::int64_t mp, std::int64_t kp) {
   const std::int64_t kpairs = kp / 2;
-  alignas(64) std::uint32_t rows[16][16];
-  alignas(64) std::uint32_t lo_rows[16][16];
+  alignas(64) std::uint32_t rows[kMaxParts][16][16];
   for (std::int64_t mt = 0; mt < mp / 16; ++mt)
     for (std::int64_t kk = 0; kk < kp; kk += 32) {
       const std::int64_t valid = k - kk < 32 ? k - kk : 32;
@@ -67,33 +73,28 @@ void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint1
       const __mmask16 hi = static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u);
       for (std::int64_t j = 0; j < 16; ++j) {
         const std::int64_t mi = mt * 16 + j;
-        if (mi < m) {
-          const float* src = x + mi * k + kk;
-          const __m512 a = _mm512_maskz_loadu_ps(lo, src);
-          const __m512 b = _mm512_maskz_loadu_ps(hi, src + 16);
+        if (mi >= m) {
+          for (int q = 0; q < parts; ++q) _mm512_store_si512(rows[q][j], _mm512_setzero_si512());
+          continue;
+        }
+        const float* src = x + mi * k + kk;
+        __m512 a = _mm512_maskz_loadu_ps(lo, src);
+        __m512 b = _mm512_maskz_loadu_ps(hi, src + 16);
+        for (int q = 0; q < parts; ++q) {
           const __m512bh words = _mm512_cvtne2ps_pbh(b, a);  // elements 0..15 from a, 16..31 from b
-          std::memcpy(rows[j], &words, sizeof(words));
-          if (lo_xt != nullptr) {
-            // bf16 -> fp32 is a 16-bit shift; the differences are exact in fp32.
-            const __m512i w = _mm512_load_si512(rows[j]);
-            const __m512 ha = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16));
-            const __m512 hb = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16));
-            const __m512bh rest = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, hb), _mm512_sub_ps(a, ha));
-            std::memcpy(lo_rows[j], &rest, sizeof(rest));
-          }
-        } else {
-          _mm512_store_si512(rows[j], _mm512_setzero_si512());
-          _mm512_store_si512(lo_rows[j], _mm512_setzero_si512());
+          std::memcpy(rows[q][j], &words, sizeof(words));
+          if (q + 1 == parts) break;
+          // bf16 -> fp32 is a 16-bit shift; the differences are exact in fp32.
+          const __m512i w = _mm512_load_si512(rows[q][j]);
+          a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16)));
+          b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16)));
         }
       }
       const std::int64_t at = (mt * kpairs + kk / 2) * 16;
-      std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(xt) + at;
-      for (std::int64_t p = 0; p < 16; ++p)
-        for (std::int64_t j = 0; j < 16; ++j) dst[p * 16 + j] = rows[j][p];
-      if (lo_xt != nullptr) {
-        std::uint32_t* lo_dst = reinterpret_cast<std::uint32_t*>(lo_xt) + at;
+      for (int q = 0; q < parts; ++q) {
+        std::uint32_t* dst = reinterpret_cast<std::uint32_t*>(xt + q * panel) + at;
         for (std::int64_t p = 0; p < 16; ++p)
-          for (std::int64_t j = 0; j < 16; ++j) lo_dst[p * 16 + j] = lo_rows[j][p];
+          for (std::int64_t j = 0; j < 16; ++j) dst[p * 16 + j] = rows[q][j][p];
       }
     }
 }
@@ -102,8 +103,9 @@ struct Ctx {
   const WeightMatrix* w;
   bool nvfp4;
   std::int64_t m, mp, kp;
-  const std::uint16_t* xt;
-  const std::uint16_t* lo_xt;  // nullptr: activations as bf16 only
+  const std::uint16_t* xt;  // `parts` activation panels, `panel` words apart
+  int parts;
+  std::size_t panel;
   float* y;
   float out_scale;
   const float* e4m3;
@@ -206,10 +208,10 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
       _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
       _tile_dpbf16ps(3, 5, 7);
-      if (c.lo_xt != nullptr) {  // the same weight tiles against the activations' remainders
-        const std::int64_t at = (mt * kpairs + kk / 2) * 32;
-        _tile_loadd(6, c.lo_xt + at, 64);
-        _tile_loadd(7, c.lo_xt + at + kpairs * 32, 64);
+      for (int q = 1; q < c.parts; ++q) {  // the same weight tiles against the activations' remainders
+        const std::uint16_t* rest = c.xt + q * c.panel + (mt * kpairs + kk / 2) * 32;
+        _tile_loadd(6, rest, 64);
+        _tile_loadd(7, rest + kpairs * 32, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
@@ -232,17 +234,15 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
   }
 }
 
-void run(const Ctx& base, const float* x, bool split) {
+void run(const Ctx& base, const float* x) {
   const WeightMatrix& w = *base.w;
   Ctx c = base;
   c.mp = (c.m + 31) / 32 * 32;
   c.kp = (w.k + 31) / 32 * 32;
-  const std::size_t panel = static_cast<std::size_t>(c.mp * c.kp);
-  std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmActivations, (split ? 2 : 1) * panel * sizeof(std::uint16_t)));
-  std::uint16_t* lo_xt = split ? xt + panel : nullptr;
-  pack_activations(x, c.m, w.k, xt, lo_xt, c.mp, c.kp);
+  c.panel = static_cast<std::size_t>(c.mp * c.kp);
+  std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.parts) * c.panel * sizeof(std::uint16_t)));
+  pack_activations(x, c.m, w.k, xt, c.parts, c.panel, c.mp, c.kp);
   c.xt = xt;
-  c.lo_xt = lo_xt;
   const DecodeTables& t = decode_tables();
   c.e4m3 = t.e4m3;
   c.e2m1 = t.e2m1;
@@ -262,7 +262,7 @@ void run(const Ctx& base, const float* x, bool split) {
 
 namespace {
 
-void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool nvfp4, bool split) {
+void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool nvfp4, int parts) {
   if (m <= 0 || w.n <= 0) return;
   Ctx c{};
   c.w = &w;
@@ -270,13 +270,15 @@ void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool 
   c.m = m;
   c.y = y;
   c.out_scale = nvfp4 ? w.weight_scale_2 : 1.0f;
-  run(c, x, split);
+  c.parts = parts;
+  run(c, x);
 }
 
 }  // namespace
 
-void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, false); }
-void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, false); }
-void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, true); }
+void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, 1); }
+void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, 1); }
+void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, 2); }
+void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, kMaxParts); }
 
 }  // namespace fp4serve::kernels::amx
