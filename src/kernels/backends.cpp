@@ -144,8 +144,8 @@ Backend make_avx512() {
 
 const std::vector<CpuFeature>& amx_needs() {
   static const std::vector<CpuFeature> n = {
-      CpuFeature::AMX_TILE, CpuFeature::AMX_BF16,    CpuFeature::AVX512F, CpuFeature::AVX512BW,
-      CpuFeature::AVX512VL, CpuFeature::AVX512_BF16, CpuFeature::FMA,     CpuFeature::F16C};
+      CpuFeature::AMX_TILE,    CpuFeature::AMX_BF16,    CpuFeature::AVX512F, CpuFeature::AVX512BW, CpuFeature::AVX512VL,
+      CpuFeature::AVX512_BF16, CpuFeature::AVX512_VBMI, CpuFeature::FMA,     CpuFeature::F16C};
   return n;
 }
 

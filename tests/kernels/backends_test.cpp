@@ -112,11 +112,13 @@ TEST(Backends, Nvfp4NanScalePropagates) {
   Rng rng(5);
   auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 8, 64);
   w->scales[3 * 4 + 1] = 0x7F;
-  const auto x = random_activations(rng, 1, 64);
-  for (const Backend* b : runnable(OpFamily::Fp4Gemm)) {
-    std::vector<float> y(8, 0.0f);
-    b->fp4.gemm->run(x.data(), 1, w->w, y.data(), Fp4Semantics::W4A16);
-    for (int n = 0; n < 8; ++n) EXPECT_EQ(std::isnan(y[n]), n == 3) << b->name << " row " << n;
+  for (std::int64_t m : {1, 16}) {  // 16: the AMX tiles, which look scales up in bf16 tables
+    const auto x = random_activations(rng, m, 64);
+    for (const Backend* b : runnable(OpFamily::Fp4Gemm)) {
+      std::vector<float> y(static_cast<std::size_t>(8 * m), 0.0f);
+      b->fp4.gemm->run(x.data(), m, w->w, y.data(), Fp4Semantics::W4A16);
+      for (std::int64_t i = 0; i < 8 * m; ++i) EXPECT_EQ(std::isnan(y[i]), i % 8 == 3) << b->name << " m=" << m << " output " << i;
+    }
   }
 }
 

@@ -5,8 +5,8 @@
 // activations are repacked, once per call, into the B "VNNI" layout: for each 16-token tile and
 // each k pair p, one 64-byte row holding (x[m][2p], x[m][2p+1]) for 16 tokens m.
 // NVFP4 rows decode straight into A tiles: E2M1 x E4M3 has at most 6 significant bits, so the
-// product is exact in bf16; per 32 codes the two blocks' scaled tables are rounded (exactly) to
-// bf16 and one word permute (vpermw) looks up all 32 codes. The per-tensor scale is applied to
+// product is exact in bf16; per 32 codes one word permute (vpermw) looks all 32 up in the two
+// blocks' precomputed bf16 tables (decode_line). The per-tensor scale is applied to
 // the fp32 result, after a register transpose of each C tile (C is n-major, y is m-major). Activations are rounded to bf16 (round to nearest even; inputs
 // below 2^-126 flush to zero, as vcvtne2ps2bf16 does): that is
 // this backend's only rounding beyond fp32 accumulation, hence its Bf16Activations tolerance.
@@ -108,19 +108,49 @@ struct Ctx {
   std::size_t panel;
   float* y;
   float out_scale;
-  const float* e4m3;
-  const float* e2m1;
 };
+
+// Byte-permute indices for decode_line: pair p (32 codes, bytes 16p .. 16p + 15 of a line) puts
+// byte 16p + i of the low-nibble vector in word 2i and of the high-nibble vector in word 2i + 1.
+struct PairIndices {
+  alignas(64) std::uint8_t idx[4][64];
+  constexpr PairIndices() : idx{} {
+    for (int p = 0; p < 4; ++p)
+      for (int i = 0; i < 16; ++i) {
+        idx[p][4 * i] = static_cast<std::uint8_t>(16 * p + i);
+        idx[p][4 * i + 2] = static_cast<std::uint8_t>(64 + 16 * p + i);  // bit 6: the second source
+      }
+  }
+};
+constexpr PairIndices kPairIndices;
+
+// One 64-byte line of an NVFP4 row (128 codes, 8 blocks) as 128 bf16 words, 32 per pair of
+// blocks: each pair is one word permute (vpermw, which reads an index's low 5 bits) into a
+// 32-word table holding both blocks' scaled values (e2m1_scaled_bf16 of the two scale codes).
+// The index of code c is its nibble, plus 16 in the pair's second block: per line one shift and
+// two ternary-logic ops make both nibble vectors with that bit, then one two-source byte permute
+// per pair interleaves them. ≈ 15 vector uops per line against ≈ 36 for a multiply-and-round
+// per pair (session 6, docs/perf.md).
+inline void decode_line(__m512i v, const std::uint8_t* codes, int pairs, const DecodeTables& t, std::uint16_t* dst) {
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  // Byte j of the line is in its pair's second block when j % 16 >= 8 (odd qwords): bit 4 of the index.
+  const __m512i sel = _mm512_unpacklo_epi64(_mm512_setzero_si512(), _mm512_set1_epi64(0x1010101010101010LL));
+  const __m512i lo = _mm512_ternarylogic_epi32(v, nibble, sel, 0xEA);                         // (v & 0x0F) | sel
+  const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), nibble, sel, 0xEA);  // (v >> 4 & 0x0F) | sel
+  for (int p = 0; p < pairs; ++p) {
+    const __m512i idx = _mm512_permutex2var_epi8(lo, _mm512_load_si512(kPairIndices.idx[p]), hi);
+    const __m512i table = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p]]))),
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p + 1]])), 1);
+    _mm512_storeu_si512(dst + 32 * p, _mm512_permutexvar_epi16(idx, table));
+  }
+}
 
 // Rows [n0, n0 + 32) of W as bf16, row stride kp; rows past n and columns past k are zero.
 void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
   const WeightMatrix& w = *c.w;
-  const __m512 lut = _mm512_load_ps(c.e2m1);
-  // Index word for element 2i (low nibble of byte i) and 2i+1 (high nibble), plus 16 for the
-  // second block of the chunk, which selects the second scaled table in the word permute.
-  const __m512i nibbles = _mm512_set1_epi32(0x000F000F);
-  const __m512i sel = _mm512_set_epi32(0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010, 0x00100010,
-                                       0x00100010, 0, 0, 0, 0, 0, 0, 0, 0);
+  const DecodeTables& t = decode_tables();
+  const std::int64_t full = w.k / 128, tail = w.k % 128;  // tail: 0, 16, ..., 112 codes
   for (std::int64_t r = 0; r < 32; ++r) {
     std::uint16_t* dst = wa + r * c.kp;
     const std::int64_t n = n0 + r;
@@ -135,26 +165,14 @@ void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
     }
     const std::uint8_t* wp = w.data + n * (w.k / 2);
     const std::uint8_t* sp = w.block_scales + n * (w.k / 16);
-    for (std::int64_t ch = 0; ch < c.kp / 32; ++ch) {
-      const bool half = ch * 32 + 32 > w.k;  // k % 32 == 16: one block left, or k padding
-      const bool none = ch * 32 >= w.k;
-      __m512i v = _mm512_setzero_si512();
-      __m512 ta = _mm512_setzero_ps(), tb = _mm512_setzero_ps();
-      if (!none) {
-        v = _mm512_cvtepu8_epi32(half ? _mm_maskz_loadu_epi8(0x00FF, wp + ch * 16)
-                                      : _mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + ch * 16)));
-        ta = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2]]));
-        if (!half) tb = _mm512_mul_ps(lut, _mm512_set1_ps(c.e4m3[sp[ch * 2 + 1]]));
-      }
-      // The products are exact in bf16, so rounding the scaled tables to bf16 is exact and gives
-      // the same bits as truncating each decoded fp32 weight.
-      const __m512bh scaled = _mm512_cvtne2ps_pbh(tb, ta);  // words 0..15: ta, 16..31: tb
-      __m512i table;
-      std::memcpy(&table, &scaled, sizeof(table));
-      // (v | v << 12) & nibbles: byte i's low nibble in the low word, its high nibble in the high one.
-      const __m512i idx = _mm512_or_si512(_mm512_ternarylogic_epi32(v, _mm512_slli_epi32(v, 12), nibbles, 0xA8), sel);
-      const __m512i words = _mm512_permutexvar_epi16(idx, table);
-      _mm512_storeu_si512(dst + ch * 32, words);
+    for (std::int64_t ch = 0; ch < full; ++ch) decode_line(_mm512_loadu_si512(wp + ch * 64), sp + ch * 8, 4, t, dst + ch * 128);
+    if (tail != 0) {
+      // Codes past k load as zero; a half pair's missing block reads scale code 0, whose table is
+      // all zeros, so padding decodes to 0.
+      std::uint8_t codes[8] = {};
+      std::memcpy(codes, sp + full * 8, static_cast<std::size_t>(tail / 16));
+      const __m512i v = _mm512_maskz_loadu_epi8((1ull << (tail / 2)) - 1, wp + full * 64);
+      decode_line(v, codes, static_cast<int>((tail + 31) / 32), t, dst + full * 128);
     }
   }
 }
@@ -243,9 +261,6 @@ void run(const Ctx& base, const float* x) {
   std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.parts) * c.panel * sizeof(std::uint16_t)));
   pack_activations(x, c.m, w.k, xt, c.parts, c.panel, c.mp, c.kp);
   c.xt = xt;
-  const DecodeTables& t = decode_tables();
-  c.e4m3 = t.e4m3;
-  c.e2m1 = t.e2m1;
   const std::int64_t blocks = (w.n + 31) / 32;
   parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
     configure_tiles();
