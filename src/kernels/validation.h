@@ -12,9 +12,10 @@
 
 namespace fp4serve::kernels {
 
-// Token counts validation uses: M = 1 (decode), an odd M one past a full 16-row tile, and a
-// large odd M spanning several tiles and AMX's 32-row blocks (prefill path, with a remainder).
-inline constexpr std::int64_t kGemmValidationM[] = {1, 17, 33};
+// Token counts validation uses: M = 1 (decode), 7 (a remainder past a 4-row tile; AMX's
+// small-M tiles, 5..8 tokens), an odd M one past a full 16-row tile, and a large odd M spanning
+// several tiles and AMX's 32-row blocks (prefill path, with a remainder).
+inline constexpr std::int64_t kGemmValidationM[] = {1, 7, 17, 33};
 // MoE: one token; 7 tokens (a remainder past a 4-token tile) on the model's router; 17 tokens on
 // a "hot" router that sends every token to the same top_k experts, so each expert GEMM sees
 // M = 17 (the prefill path, with a remainder).

@@ -13,6 +13,7 @@
 #include "kernels/model_shapes.h"
 #include "kernels/random_data.h"
 #include "kernels/registry.h"
+#include "kernels/validation.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -132,11 +133,20 @@ TEST(Faults, AutoNeverSelectsABrokenBackend) {
       EXPECT_FALSE(v.reason.empty());
       switch (kind) {
         case FaultKind::Nan: EXPECT_NE(v.reason.find("non-finite"), std::string::npos) << v.reason; break;
-        case FaultKind::Tail:
-          // Only the odd M has rows past a full tile; M = 1 passed.
-          EXPECT_NE(v.reason.find(f == OpFamily::DenseGemm || f == OpFamily::Fp4Gemm ? "M=17" : "M=7"), std::string::npos) << v.reason;
+        case FaultKind::Tail: {
+          // M = 1 passed; the first validation M with rows past one of this backend's full M
+          // tiles is where it fails.
+          const std::int64_t tile = find_backend(target)->family(f).m_tile;
+          auto first_past_a_tile = [&](const auto& ms) {
+            for (std::int64_t m : ms)
+              if (m > tile && m % tile != 0) return m;
+            return std::int64_t{0};
+          };
+          const std::int64_t first = f == OpFamily::Moe ? first_past_a_tile(kMoeValidationM) : first_past_a_tile(kGemmValidationM);
+          EXPECT_NE(v.reason.find("M=" + std::to_string(first)), std::string::npos) << v.reason;
           EXPECT_NE(v.reason.find("unwritten"), std::string::npos) << v.reason;
           break;
+        }
         default:
           // Wrong numbers; byte-swapped BF16 may even decode to Inf/NaN patterns.
           EXPECT_TRUE(v.reason.find("> tolerance") != std::string::npos || v.reason.find("non-finite") != std::string::npos)

@@ -55,6 +55,18 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
+// The 32 values a (elements 0..15) and b (16..31) rounded to bf16 words (round to nearest even,
+// vcvtne2ps2bf16); a and b keep what the rounding left, exactly (bf16 -> fp32 is a 16-bit shift,
+// and the differences are exact in fp32), ready for the next part.
+inline __m512i next_part(__m512& a, __m512& b) {
+  const __m512bh bh = _mm512_cvtne2ps_pbh(b, a);
+  __m512i w;
+  std::memcpy(&w, &bh, sizeof(w));
+  a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16)));
+  b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16)));
+  return w;
+}
+
 // xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
 // Per 16 tokens x 32 k: each token's 32 values are rounded to bf16 (round to nearest even,
 // vcvtne2ps2bf16) into 16 pair-words, then the 16 x 16 word block is transposed through a small
@@ -80,15 +92,7 @@ void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint1
         const float* src = x + mi * k + kk;
         __m512 a = _mm512_maskz_loadu_ps(lo, src);
         __m512 b = _mm512_maskz_loadu_ps(hi, src + 16);
-        for (int q = 0; q < parts; ++q) {
-          const __m512bh words = _mm512_cvtne2ps_pbh(b, a);  // elements 0..15 from a, 16..31 from b
-          std::memcpy(rows[q][j], &words, sizeof(words));
-          if (q + 1 == parts) break;
-          // bf16 -> fp32 is a 16-bit shift; the differences are exact in fp32.
-          const __m512i w = _mm512_load_si512(rows[q][j]);
-          a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16)));
-          b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16)));
-        }
+        for (int q = 0; q < parts; ++q) _mm512_store_si512(rows[q][j], next_part(a, b));
       }
       const std::int64_t at = (mt * kpairs + kk / 2) * 16;
       for (int q = 0; q < parts; ++q) {
@@ -139,18 +143,36 @@ inline void decode_line(__m512i v, const std::uint8_t* codes, int pairs, const D
   const __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(v, 4), nibble, sel, 0xEA);  // (v >> 4 & 0x0F) | sel
   for (int p = 0; p < pairs; ++p) {
     const __m512i idx = _mm512_permutex2var_epi8(lo, _mm512_load_si512(kPairIndices.idx[p]), hi);
-    const __m512i table = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p]]))),
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p + 1]])), 1);
+    // Low half: a plain load; high half: a masked broadcast-load (a blend, not a lane insert,
+    // which would take the shuffle port that the two permutes already keep busy).
+    const __m512i table = _mm512_mask_broadcast_i64x4(
+        _mm512_castsi256_si512(_mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p]]))), 0xF0,
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(t.e2m1_scaled_bf16[codes[2 * p + 1]])));
     _mm512_storeu_si512(dst + 32 * p, _mm512_permutexvar_epi16(idx, table));
   }
+}
+
+// Line ch (codes 128 ch ..) of NVFP4 row n as bf16 words: 128, or up to k rounded up to 32.
+// Codes past k load as zero; a half pair's missing block reads scale code 0, whose table is all
+// zeros, so padding decodes to 0.
+inline void decode_row_line(const WeightMatrix& w, std::int64_t n, std::int64_t ch, const DecodeTables& t, std::uint16_t* dst) {
+  const std::uint8_t* wp = w.data + n * (w.k / 2) + ch * 64;
+  const std::uint8_t* sp = w.block_scales + n * (w.k / 16) + ch * 8;
+  const std::int64_t left = w.k - ch * 128;
+  if (left >= 128) {
+    decode_line(_mm512_loadu_si512(wp), sp, 4, t, dst);
+    return;
+  }
+  std::uint8_t codes[8] = {};
+  std::memcpy(codes, sp, static_cast<std::size_t>(left / 16));
+  decode_line(_mm512_maskz_loadu_epi8((1ull << (left / 2)) - 1, wp), codes, static_cast<int>((left + 31) / 32), t, dst);
 }
 
 // Rows [n0, n0 + 32) of W as bf16, row stride kp; rows past n and columns past k are zero.
 void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
   const WeightMatrix& w = *c.w;
   const DecodeTables& t = decode_tables();
-  const std::int64_t full = w.k / 128, tail = w.k % 128;  // tail: 0, 16, ..., 112 codes
+  const std::int64_t lines = (w.k + 127) / 128;
   for (std::int64_t r = 0; r < 32; ++r) {
     std::uint16_t* dst = wa + r * c.kp;
     const std::int64_t n = n0 + r;
@@ -163,17 +185,7 @@ void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
       std::memset(dst + w.k, 0, static_cast<std::size_t>(c.kp - w.k) * 2);
       continue;
     }
-    const std::uint8_t* wp = w.data + n * (w.k / 2);
-    const std::uint8_t* sp = w.block_scales + n * (w.k / 16);
-    for (std::int64_t ch = 0; ch < full; ++ch) decode_line(_mm512_loadu_si512(wp + ch * 64), sp + ch * 8, 4, t, dst + ch * 128);
-    if (tail != 0) {
-      // Codes past k load as zero; a half pair's missing block reads scale code 0, whose table is
-      // all zeros, so padding decodes to 0.
-      std::uint8_t codes[8] = {};
-      std::memcpy(codes, sp + full * 8, static_cast<std::size_t>(tail / 16));
-      const __m512i v = _mm512_maskz_loadu_epi8((1ull << (tail / 2)) - 1, wp + full * 64);
-      decode_line(v, codes, static_cast<int>((tail + 31) / 32), t, dst + full * 128);
-    }
+    for (std::int64_t ch = 0; ch < lines; ++ch) decode_row_line(w, n, ch, t, dst + ch * 128);
   }
 }
 
@@ -273,6 +285,128 @@ void run(const Ctx& base, const float* x) {
   });
 }
 
+// ---- Small M (5..8 tokens: experts that receive a few tokens in a batch, short prompts) ----
+// The M >= 16 layout would waste most of every B tile and decode all of a block's rows into L2
+// before using them. Here a token's hi and lo parts are two columns of one narrow B tile (2m
+// columns, token t in 2t and 2t + 1), so each weight tile meets every part and token in one
+// tile product; and the block's 32 rows are decoded one 64-byte line (128 k) at a time into an
+// L1-resident buffer whose four k steps then run. The cost is the weight decode and loading it
+// back as tiles, nearly independent of m, where the fp32 GEMV's FMAs grow with m: the tiles
+// win from m ≈ 5 (docs/perf.md, session 6).
+constexpr std::int64_t kSmallFromM = 5, kSmallMaxM = 8;
+constexpr std::int64_t kLargeFromM = 16;  // the M >= 16 layout: 2 B tiles of 16 tokens
+
+void configure_small_tiles(std::int64_t m) {
+  TileConfig cfg;
+  std::memset(&cfg, 0, sizeof(cfg));
+  cfg.palette_id = 1;
+  const auto narrow = static_cast<std::uint16_t>(8 * m);  // 2m fp32 columns / bf16 pairs
+  for (int t : {0, 1, 2, 3, 6}) {  // C tiles and the B tile
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = narrow;
+  }
+  for (int t : {4, 5}) {  // A tiles: 16 rows x 32 k
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// B tiles, one per k step s (32 k): xs[s * 32m + p * 2m + 2t + q] (dwords) = part q of
+// (x[t][32 s + 2p], x[t][32 s + 2p + 1]) as two bf16 words; zero past k.
+void pack_small(const float* x, std::int64_t m, std::int64_t k, std::int64_t kp, std::uint32_t* xs) {
+  alignas(64) std::uint64_t pairs[kSmallMaxM][16];  // [token][k pair]: hi pair | lo pair << 32
+  const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+  for (std::int64_t s = 0; s < kp / 32; ++s) {
+    const std::int64_t kk = s * 32;
+    const std::int64_t valid = k - kk < 32 ? k - kk : 32;
+    const __mmask16 lo = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u);
+    const __mmask16 hi = static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u);
+    for (std::int64_t t = 0; t < m; ++t) {
+      __m512 a = _mm512_maskz_loadu_ps(lo, x + t * k + kk);
+      __m512 b = _mm512_maskz_loadu_ps(hi, x + t * k + kk + 16);
+      const __m512i h = next_part(a, b);  // dword p = (hi of 2p, hi of 2p + 1)
+      const __m512i l = next_part(a, b);
+      _mm512_store_si512(pairs[t], _mm512_permutex2var_epi32(h, first, l));
+      _mm512_store_si512(pairs[t] + 8, _mm512_permutex2var_epi32(h, second, l));
+    }
+    std::uint64_t* dst = reinterpret_cast<std::uint64_t*>(xs + s * 32 * m);
+    for (std::int64_t p = 0; p < 16; ++p)
+      for (std::int64_t t = 0; t < m; ++t) dst[p * m + t] = pairs[t][p];
+  }
+}
+
+// Decoded line ch of rows [n0, n0 + rows) into wl (row stride 128 words).
+inline void decode_block_line(const WeightMatrix& w, std::int64_t n0, std::int64_t rows, std::int64_t ch, const DecodeTables& t,
+                              std::uint16_t* wl) {
+  for (std::int64_t r = 0; r < rows; ++r) decode_row_line(w, n0 + r, ch, t, wl + r * 128);
+}
+
+// Rows [n0, n0 + 32) of W against the packed tokens; wl: 2 x 32 x 128 words of scratch.
+// Software-pipelined: line ch + 1 is decoded into one half of wl while the tiles read line ch
+// from the other (a tile load right after the stores that wrote its data would wait for them).
+// Even and odd k steps accumulate into different C tiles, so consecutive tile products do not
+// wait for each other's result.
+void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* xs, std::int64_t n0, std::uint16_t* wl,
+                   float scale, float* y) {
+  const DecodeTables& t = decode_tables();
+  const std::int64_t rows = w.n - n0 < 32 ? w.n - n0 : 32;
+  if (rows < 32)
+    for (int h = 0; h < 2; ++h) std::memset(wl + h * 4096 + rows * 128, 0, static_cast<std::size_t>((32 - rows) * 128) * 2);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const std::int64_t lines = (w.k + 127) / 128;
+  decode_block_line(w, n0, rows, 0, t, wl);
+  for (std::int64_t ch = 0; ch < lines; ++ch) {
+    const std::uint16_t* cur = wl + (ch & 1) * 4096;
+    if (ch + 1 < lines) decode_block_line(w, n0, rows, ch + 1, t, wl + ((ch + 1) & 1) * 4096);
+    const std::int64_t left = w.k - ch * 128;
+    const std::int64_t steps = left >= 128 ? 4 : (left + 31) / 32;
+    for (std::int64_t j = 0; j < steps; j += 2) {
+      _tile_loadd(4, cur + 32 * j, 256);
+      _tile_loadd(5, cur + 16 * 128 + 32 * j, 256);
+      _tile_loadd(6, xs + (4 * ch + j) * 32 * m, 8 * m);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 5, 6);
+      if (j + 1 < steps) {
+        _tile_loadd(4, cur + 32 * (j + 1), 256);
+        _tile_loadd(5, cur + 16 * 128 + 32 * (j + 1), 256);
+        _tile_loadd(6, xs + (4 * ch + j + 1) * 32 * m, 8 * m);
+        _tile_dpbf16ps(2, 4, 6);
+        _tile_dpbf16ps(3, 5, 6);
+      }
+    }
+  }
+  alignas(64) float out[4][16][2 * kSmallMaxM];
+  _tile_stored(0, out[0], 8 * m);
+  _tile_stored(1, out[1], 8 * m);
+  _tile_stored(2, out[2], 8 * m);
+  _tile_stored(3, out[3], 8 * m);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t at = (r % 16) * 2 * m + 2 * i;
+      const float* even = reinterpret_cast<const float*>(out[r / 16]) + at;
+      const float* odd = reinterpret_cast<const float*>(out[2 + r / 16]) + at;
+      y[i * w.n + n0 + r] = ((even[0] + even[1]) + (odd[0] + odd[1])) * scale;
+    }
+}
+
+void gemm_small(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  const std::int64_t kp = (w.k + 31) / 32 * 32;
+  auto* xs = static_cast<std::uint32_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(kp * m) * sizeof(std::uint32_t)));
+  pack_small(x, m, w.k, kp, xs);
+  const float scale = w.weight_scale_2;
+  parallel_for((w.n + 31) / 32, 1, [&](std::int64_t b, std::int64_t e) {
+    configure_small_tiles(m);
+    auto* wl = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, 2 * 32 * 128 * sizeof(std::uint16_t)));
+    for (std::int64_t blk = b; blk < e; ++blk) compute_small(w, m, xs, blk * 32, wl, scale, y);
+    _tile_release();
+  });
+}
+
 }  // namespace
 
 namespace {
@@ -293,7 +427,19 @@ void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool 
 
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, 1); }
 void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, 1); }
-void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, 2); }
+void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  if (m >= kSmallFromM && m <= kSmallMaxM) {
+    gemm_small(x, m, w, y);
+  } else if (m < kLargeFromM) {
+    // 1..4 tokens: the fp32 GEMV uses each decoded weight in registers; the tiles would decode it
+    // to bf16 (≈ 13 cycles per 64 bytes, as long as the whole fp32 GEMV) and load it back.
+    // 9..15: neither tile layout fits well.
+    avx512::nvfp4_gemm(x, m, w, y);
+  } else {
+    gemm(x, m, w, y, true, 2);
+  }
+}
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, kMaxParts); }
 
 }  // namespace fp4serve::kernels::amx
