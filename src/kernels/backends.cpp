@@ -149,7 +149,8 @@ const std::vector<CpuFeature>& amx_needs() {
   return n;
 }
 
-// AMX tiles for M >= 16 (prefill, batched decode), the fp32 AVX-512 kernels below. The router
+// AMX tiles for M >= 16 (prefill, batched decode) and, for NVFP4, 5..8 tokens (narrow tiles);
+// the fp32 AVX-512 kernels elsewhere (amx::nvfp4_gemm_split picks per m). The router
 // stays on the fp32 AVX-512 kernels (see MoeGemms). No attention: its matrices are per sequence
 // and small; tiles do not pay there. NVFP4 weights run against bf16 hi + lo activation pairs;
 // dense BF16 weights against three parts, since hi + lo moved the qwen3_next oracle logits
@@ -162,7 +163,7 @@ Backend make_amx() {
   static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
   Backend b;
   b.name = "amx";
-  b.description = "AMX BF16 tiles at M >= 16 (prefill, batches), activations as bf16 hi + lo pairs (NVFP4) or three parts (BF16); AVX-512 below";
+  b.description = "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8), activations as bf16 hi + lo pairs (NVFP4) or three parts (BF16); AVX-512 elsewhere";
   b.speed_rank = 30;
   b.needs = amx_needs();
   b.dense = gemm_family(&dense, Precision::Activations16, kAmxFromM, dense_dtype_ok);
