@@ -301,7 +301,7 @@ void configure_small_tiles(std::int64_t m) {
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette_id = 1;
   const auto narrow = static_cast<std::uint16_t>(8 * m);  // 2m fp32 columns / bf16 pairs
-  for (int t : {0, 1, 2, 3, 6}) {  // C tiles and the B tile
+  for (int t : {0, 1, 6}) {  // C tiles and the B tile
     cfg.rows[t] = 16;
     cfg.colsb[t] = narrow;
   }
@@ -343,11 +343,9 @@ inline void decode_block_line(const WeightMatrix& w, std::int64_t n0, std::int64
   for (std::int64_t r = 0; r < rows; ++r) decode_row_line(w, n0 + r, ch, t, wl + r * 128);
 }
 
-// Rows [n0, n0 + 32) of W against the packed tokens; wl: 2 x 32 x 128 words of scratch.
-// Software-pipelined: line ch + 1 is decoded into one half of wl while the tiles read line ch
-// from the other (a tile load right after the stores that wrote its data would wait for them).
-// Even and odd k steps accumulate into different C tiles, so consecutive tile products do not
-// wait for each other's result.
+// Rows [n0, n0 + 32) of W against the packed tokens; wl: 2 x 32 x 128 words of scratch. Line
+// ch + 1 is decoded into one half of wl while the tiles read line ch from the other, so no tile
+// load follows right behind the stores that wrote its data.
 void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* xs, std::int64_t n0, std::uint16_t* wl,
                    float scale, float* y) {
   const DecodeTables& t = decode_tables();
@@ -356,8 +354,6 @@ void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* x
     for (int h = 0; h < 2; ++h) std::memset(wl + h * 4096 + rows * 128, 0, static_cast<std::size_t>((32 - rows) * 128) * 2);
   _tile_zero(0);
   _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
   const std::int64_t lines = (w.k + 127) / 128;
   decode_block_line(w, n0, rows, 0, t, wl);
   for (std::int64_t ch = 0; ch < lines; ++ch) {
@@ -365,32 +361,21 @@ void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* x
     if (ch + 1 < lines) decode_block_line(w, n0, rows, ch + 1, t, wl + ((ch + 1) & 1) * 4096);
     const std::int64_t left = w.k - ch * 128;
     const std::int64_t steps = left >= 128 ? 4 : (left + 31) / 32;
-    for (std::int64_t j = 0; j < steps; j += 2) {
+    for (std::int64_t j = 0; j < steps; ++j) {
       _tile_loadd(4, cur + 32 * j, 256);
       _tile_loadd(5, cur + 16 * 128 + 32 * j, 256);
       _tile_loadd(6, xs + (4 * ch + j) * 32 * m, 8 * m);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 5, 6);
-      if (j + 1 < steps) {
-        _tile_loadd(4, cur + 32 * (j + 1), 256);
-        _tile_loadd(5, cur + 16 * 128 + 32 * (j + 1), 256);
-        _tile_loadd(6, xs + (4 * ch + j + 1) * 32 * m, 8 * m);
-        _tile_dpbf16ps(2, 4, 6);
-        _tile_dpbf16ps(3, 5, 6);
-      }
     }
   }
-  alignas(64) float out[4][16][2 * kSmallMaxM];
+  alignas(64) float out[2][16][2 * kSmallMaxM];
   _tile_stored(0, out[0], 8 * m);
   _tile_stored(1, out[1], 8 * m);
-  _tile_stored(2, out[2], 8 * m);
-  _tile_stored(3, out[3], 8 * m);
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t at = (r % 16) * 2 * m + 2 * i;
-      const float* even = reinterpret_cast<const float*>(out[r / 16]) + at;
-      const float* odd = reinterpret_cast<const float*>(out[2 + r / 16]) + at;
-      y[i * w.n + n0 + r] = ((even[0] + even[1]) + (odd[0] + odd[1])) * scale;
+      const float* c = reinterpret_cast<const float*>(out[r / 16]) + (r % 16) * 2 * m + 2 * i;
+      y[i * w.n + n0 + r] = (c[0] + c[1]) * scale;  // hi part + lo part
     }
 }
 
