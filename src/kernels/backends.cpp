@@ -156,7 +156,7 @@ const std::vector<CpuFeature>& amx_needs() {
 // dense BF16 weights against three parts, since hi + lo moved the qwen3_next oracle logits
 // 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 through hi + lo: 1.8-4e-5).
 Backend make_amx() {
-  static const Fp4GemmKernel fp4("amx", amx::nvfp4_gemm_split);  // every m: tiles at 1..8 and >= 16
+  static const Fp4GemmKernel fp4("amx", amx::nvfp4_gemm_split);  // every m: it picks tiles or avx512
   static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
   static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);

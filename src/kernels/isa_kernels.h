@@ -32,6 +32,7 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // Dense BF16 only
 // NVFP4 with activations as bf16 hi + lo pairs (two tile products per weight tile): each
 // activation carried to ~2^-17 relative (Precision::Activations16) for twice the tile work.
+// Takes every m: tiles at m >= 16 and narrow tiles at 5..8, the fp32 avx512 kernel otherwise.
 void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // Dense BF16 with activations in three bf16 parts (hi, lo, lo2): ~2^-25 relative, as fine as fp32.
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
