@@ -301,11 +301,14 @@ void configure_small_tiles(std::int64_t m) {
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette_id = 1;
   const auto narrow = static_cast<std::uint16_t>(8 * m);  // 2m fp32 columns / bf16 pairs
-  for (int t : {0, 1, 6}) {  // C tiles and the B tile
+  // Tiles 0, 1: C; 4, 5: A (16 rows x 32 k); 6: B. (Plain arrays: an initializer_list would
+  // instantiate standard-library code in this ISA translation unit.)
+  const int narrow_tiles[] = {0, 1, 6}, a_tiles[] = {4, 5};
+  for (int t : narrow_tiles) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = narrow;
   }
-  for (int t : {4, 5}) {  // A tiles: 16 rows x 32 k
+  for (int t : a_tiles) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = 64;
   }
