@@ -18,8 +18,9 @@ namespace fp4serve::kernels {
 enum class Precision {
   Fp32,             // weights decoded exactly to fp32, fp32 FMA accumulation
   Bf16Activations,  // activations rounded to bf16 (AMX / AVX512-BF16 dot products), fp32 accumulation
-  // Activations carried to about 16 significant bits as bf16 hi + lo pairs (AMX: two tile
-  // products per weight tile), fp32 accumulation: about 2^-17 relative, ~250x finer than bf16.
+  // Activations split into two or three bf16 parts (AMX: one tile product per part and weight
+  // tile), fp32 accumulation: hi + lo is about 2^-17 relative (~250x finer than bf16), three
+  // parts about 2^-25.
   Activations16,
 };
 std::string_view precision_name(Precision p);

@@ -155,21 +155,31 @@ const std::vector<CpuFeature>& amx_needs() {
 // and small; tiles do not pay there. NVFP4 weights run against bf16 hi + lo activation pairs;
 // dense BF16 weights against three parts, since hi + lo moved the qwen3_next oracle logits
 // 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 through hi + lo: 1.8-4e-5).
+// An AMX backend around its GEMM and MoE kernels (statics of the caller: the Backend keeps
+// pointers). The two AMX backends differ only in kernels, precision, name and rank.
+Backend amx_backend(const char* name, const char* description, int rank, Precision p, const Fp4GemmKernel& fp4,
+                    const DenseGemmKernel& dense, const GroupedMoeKernel& moe) {
+  Backend b;
+  b.name = name;
+  b.description = description;
+  b.speed_rank = rank;
+  b.needs = amx_needs();
+  b.dense = gemm_family(&dense, p, kAmxFromM, dense_dtype_ok);
+  b.fp4 = gemm_family(&fp4, p, kAmxFromM, any_gemm);
+  b.moe = moe_family(&moe, p);
+  return b;
+}
+
 Backend make_amx() {
   static const Fp4GemmKernel fp4("amx", amx::nvfp4_gemm_split);  // every m: it picks tiles or avx512
   static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
   static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
-  Backend b;
-  b.name = "amx";
-  b.description = "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8), activations as bf16 hi + lo pairs (NVFP4) or three parts (BF16); AVX-512 elsewhere";
-  b.speed_rank = 30;
-  b.needs = amx_needs();
-  b.dense = gemm_family(&dense, Precision::Activations16, kAmxFromM, dense_dtype_ok);
-  b.fp4 = gemm_family(&fp4, Precision::Activations16, kAmxFromM, any_gemm);
-  b.moe = moe_family(&moe, Precision::Activations16);
-  return b;
+  return amx_backend("amx",
+                     "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8), activations as bf16 hi + lo pairs "
+                     "(NVFP4) or three parts (BF16); AVX-512 elsewhere",
+                     30, Precision::Activations16, fp4, dense, moe);
 }
 
 // The same tiles with activations rounded to bf16 once: half the tile work, opt-in only
@@ -180,15 +190,8 @@ Backend make_amx_bf16() {
   static const DenseGemmKernel router_dense("amx-bf16", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx-bf16", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("amx-bf16", {&fp4, &dense, &router_fp4, &router_dense});
-  Backend b;
-  b.name = "amx-bf16";
-  b.description = "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16";
-  b.speed_rank = 35;
-  b.needs = amx_needs();
-  b.dense = gemm_family(&dense, Precision::Bf16Activations, kAmxFromM, dense_dtype_ok);
-  b.fp4 = gemm_family(&fp4, Precision::Bf16Activations, kAmxFromM, any_gemm);
-  b.moe = moe_family(&moe, Precision::Bf16Activations);
-  return b;
+  return amx_backend("amx-bf16", "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16", 35,
+                     Precision::Bf16Activations, fp4, dense, moe);
 }
 
 }  // namespace

@@ -34,6 +34,9 @@ void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // activation carried to ~2^-17 relative (Precision::Activations16) for twice the tile work.
 // Takes every m: tiles at m >= 16 and narrow tiles at 5..8, the fp32 avx512 kernel otherwise.
 void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
+// The narrow tiles alone (hi + lo as two columns per token), for 1 <= m <= 8; nvfp4_gemm_split
+// sends 5..8 here.
+void nvfp4_gemm_narrow(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // Dense BF16 with activations in three bf16 parts (hi, lo, lo2): ~2^-25 relative, as fine as fp32.
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 }  // namespace amx

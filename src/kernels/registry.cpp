@@ -96,8 +96,8 @@ struct KernelSelection::State {
       if (v.status == VerdictStatus::Unsupported || (!initial && v.status == VerdictStatus::Failed)) continue;
       // auto never rounds activations to bf16 unless told otherwise: a bf16-activation backend
       // passes its own (looser) tolerance yet can flip a greedy token against the fp32 oracle.
-      // 16-bit activations (Precision::Activations16, bf16 hi + lo pairs) are allowed: their
-      // rounding is ~250x smaller than bf16's and passes the fp32 tolerance.
+      // Split activations (Precision::Activations16, two or three bf16 parts) are allowed: their
+      // rounding is >= 250x smaller than bf16's and passes the fp32 tolerance.
       const bool eligible = !automatic || options.allow_bf16_activations || c.impl.precision != Precision::Bf16Activations;
       if (!eligible && !options.validate_all) {
         v.reason = "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";

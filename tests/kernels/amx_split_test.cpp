@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "kernels/random_data.h"
 #include "util/cpu_features.h"
+#include "util/error.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -31,18 +32,25 @@ std::vector<float> activations_with_outliers(Rng& rng, std::int64_t m, std::int6
   return x;
 }
 
+using GemmFn = void (*)(const float*, std::int64_t, const WeightMatrix&, float*);
+
+// Output error of `gemm` against the reference kernel of w's family.
+double error_against_reference(GemmFn gemm, const WeightMatrix& w, const std::vector<float>& x, std::int64_t m) {
+  std::vector<float> ref(static_cast<std::size_t>(m * w.n)), got(ref.size());
+  const GemmKernel* reference = w.kind == SchemeKind::NVFP4 ? reference_kernels().fp4_gemm : reference_kernels().dense_gemm;
+  reference->run(x.data(), m, w, ref.data(), Fp4Semantics::W4A16);
+  gemm(x.data(), m, w, got.data());
+  return output_error(got.data(), ref.data(), m, w.n);
+}
+
 TEST(AmxSplitActivations, ErrorIsFarBelowBf16Activations) {
   if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
   Rng rng(17);
   const std::int64_t n = 96, k = 1024, m = 48;
   auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
   const std::vector<float> x = activations_with_outliers(rng, m, k);
-  std::vector<float> ref(static_cast<std::size_t>(m * n)), split(ref.size()), bf16(ref.size());
-  reference_kernels().fp4_gemm->run(x.data(), m, w->w, ref.data(), Fp4Semantics::W4A16);
-  amx::nvfp4_gemm_split(x.data(), m, w->w, split.data());
-  amx::nvfp4_gemm(x.data(), m, w->w, bf16.data());
-  const double split_err = output_error(split.data(), ref.data(), m, n);
-  const double bf16_err = output_error(bf16.data(), ref.data(), m, n);
+  const double split_err = error_against_reference(amx::nvfp4_gemm_split, w->w, x, m);
+  const double bf16_err = error_against_reference(amx::nvfp4_gemm, w->w, x, m);
   EXPECT_LE(split_err, 2e-5);
   EXPECT_LE(split_err * 50, bf16_err) << "split " << split_err << ", bf16 " << bf16_err;
 }
@@ -53,14 +61,26 @@ TEST(AmxSplitActivations, DenseThreePartsMatchFp32Kernels) {
   const std::int64_t n = 80, k = 1056, m = 40;  // k not a multiple of 64: a half k step at the end
   auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, n, k);
   const std::vector<float> x = activations_with_outliers(rng, m, k);
-  std::vector<float> ref(static_cast<std::size_t>(m * n)), three(ref.size()), bf16(ref.size());
-  reference_kernels().dense_gemm->run(x.data(), m, w->w, ref.data(), Fp4Semantics::W4A16);
-  amx::bf16_gemm_split3(x.data(), m, w->w, three.data());
-  amx::bf16_gemm(x.data(), m, w->w, bf16.data());
-  const double three_err = output_error(three.data(), ref.data(), m, n);
-  const double bf16_err = output_error(bf16.data(), ref.data(), m, n);
+  const double three_err = error_against_reference(amx::bf16_gemm_split3, w->w, x, m);
+  const double bf16_err = error_against_reference(amx::bf16_gemm, w->w, x, m);
   EXPECT_LE(three_err, 2e-6);  // backends_test's bound for the fp32 kernels
   EXPECT_LE(three_err * 50, bf16_err) << "three parts " << three_err << ", bf16 " << bf16_err;
+}
+
+// The narrow tiles (hi and lo as two columns per token) at every m they can take, directly: the
+// backend sends only 5..8 here, so Backends.* alone would not notice if 1..4 broke or if the
+// dispatch stopped reaching them. Rows past a 32-row block and a k tail (k % 128 = 80) included.
+TEST(AmxSplitActivations, NarrowTilesMatchTheReferenceAtEveryM) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
+  Rng rng(29);
+  const std::int64_t n = 70, k = 720;
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+  for (std::int64_t m = 1; m <= 8; ++m) {
+    const std::vector<float> x = activations_with_outliers(rng, m, k);
+    EXPECT_LE(error_against_reference(amx::nvfp4_gemm_narrow, w->w, x, m), 2e-5) << "m=" << m;
+  }
+  const std::vector<float> x = activations_with_outliers(rng, 9, k);
+  EXPECT_THROW(error_against_reference(amx::nvfp4_gemm_narrow, w->w, x, 9), Error);
 }
 
 }  // namespace

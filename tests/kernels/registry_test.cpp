@@ -73,17 +73,15 @@ TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
       }
     }
   }
-  // 16-bit activations (bf16 hi + lo pairs) are allowed: where this CPU runs AMX, auto takes it.
+  // Split activations (bf16 hi + lo, or three parts) are allowed: where this CPU runs AMX, auto
+  // takes it for every family it offers.
+  for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe}) {
+    const std::vector<std::string> names = runnable(f);
+    if (std::find(names.begin(), names.end(), "amx") == names.end()) continue;
+    EXPECT_EQ(r.family(f).chosen, "amx") << family_name(f);
+    EXPECT_EQ(verdict(r, f, "amx").precision, "16-bit-activations") << family_name(f);
+  }
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
-  if (std::find(fp4.begin(), fp4.end(), "amx") != fp4.end()) {
-    EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, "amx");
-    EXPECT_EQ(verdict(r, OpFamily::Fp4Gemm, "amx").precision, "16-bit-activations");
-  }
-  const std::vector<std::string> dense = runnable(OpFamily::DenseGemm);
-  if (std::find(dense.begin(), dense.end(), "amx") != dense.end()) {
-    EXPECT_EQ(r.family(OpFamily::DenseGemm).chosen, "amx");
-    EXPECT_EQ(verdict(r, OpFamily::DenseGemm, "amx").precision, "16-bit-activations");
-  }
   // Named explicitly, a bf16-activation backend is still used (when this CPU runs it); allowed,
   // auto takes it first.
   if (std::find(fp4.begin(), fp4.end(), "amx-bf16") != fp4.end()) {

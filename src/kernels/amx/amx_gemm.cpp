@@ -1,4 +1,5 @@
-// BF16 AMX GEMM for prefill-sized M, with NVFP4 or BF16 weights.
+// BF16 AMX GEMM with NVFP4 or BF16 weights: prefill-sized M (>= 16), and narrow tiles for
+// 5..8 tokens (the "Small M" section below).
 //
 // Computed transposed, C[n][m] = sum_k W[n][k] x[m][k], because then the weight rows are the A
 // operand in their natural row-major layout (no transpose of the big operand) and only the
@@ -44,15 +45,27 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16];
 };
 
-void configure_tiles() {
+// All 8 tiles 16 rows deep. A tiles (4, 5: 16 weight rows x 32 k) are 64 bytes wide; C and B
+// tiles (0-3, 6, 7) `cb_bytes` wide: 64 for 16 tokens, 8m for the narrow tiles' 2m columns.
+void configure_tiles(std::int64_t cb_bytes) {
   TileConfig cfg;
   std::memset(&cfg, 0, sizeof(cfg));
   cfg.palette_id = 1;
   for (int t = 0; t < 8; ++t) {
     cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
+    cfg.colsb[t] = static_cast<std::uint16_t>(t == 4 || t == 5 ? 64 : cb_bytes);
   }
   _tile_loadconfig(&cfg);
+}
+
+// Lanes of the two 16-float halves of k step [kk, kk + 32) that lie inside k (the rest load 0).
+struct StepMasks {
+  __mmask16 lo, hi;
+};
+inline StepMasks step_masks(std::int64_t k, std::int64_t kk) {
+  const std::int64_t valid = k - kk < 32 ? k - kk : 32;
+  return {static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u),
+          static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u)};
 }
 
 // The 32 values a (elements 0..15) and b (16..31) rounded to bf16 words (round to nearest even,
@@ -80,9 +93,7 @@ void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint1
   alignas(64) std::uint32_t rows[kMaxParts][16][16];
   for (std::int64_t mt = 0; mt < mp / 16; ++mt)
     for (std::int64_t kk = 0; kk < kp; kk += 32) {
-      const std::int64_t valid = k - kk < 32 ? k - kk : 32;
-      const __mmask16 lo = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u);
-      const __mmask16 hi = static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u);
+      const StepMasks mask = step_masks(k, kk);
       for (std::int64_t j = 0; j < 16; ++j) {
         const std::int64_t mi = mt * 16 + j;
         if (mi >= m) {
@@ -90,8 +101,8 @@ void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint1
           continue;
         }
         const float* src = x + mi * k + kk;
-        __m512 a = _mm512_maskz_loadu_ps(lo, src);
-        __m512 b = _mm512_maskz_loadu_ps(hi, src + 16);
+        __m512 a = _mm512_maskz_loadu_ps(mask.lo, src);
+        __m512 b = _mm512_maskz_loadu_ps(mask.hi, src + 16);
         for (int q = 0; q < parts; ++q) _mm512_store_si512(rows[q][j], next_part(a, b));
       }
       const std::int64_t at = (mt * kpairs + kk / 2) * 16;
@@ -275,7 +286,7 @@ void run(const Ctx& base, const float* x) {
   c.xt = xt;
   const std::int64_t blocks = (w.n + 31) / 32;
   parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
-    configure_tiles();
+    configure_tiles(64);
     std::uint16_t* wa = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp) * sizeof(std::uint16_t)));
     for (std::int64_t blk = b; blk < e; ++blk) {
       decode_rows(c, blk * 32, wa);
@@ -296,25 +307,6 @@ void run(const Ctx& base, const float* x) {
 constexpr std::int64_t kSmallFromM = 5, kSmallMaxM = 8;
 constexpr std::int64_t kLargeFromM = 16;  // the M >= 16 layout: 2 B tiles of 16 tokens
 
-void configure_small_tiles(std::int64_t m) {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  const auto narrow = static_cast<std::uint16_t>(8 * m);  // 2m fp32 columns / bf16 pairs
-  // Tiles 0, 1: C; 4, 5: A (16 rows x 32 k); 6: B. (Plain arrays: an initializer_list would
-  // instantiate standard-library code in this ISA translation unit.)
-  const int narrow_tiles[] = {0, 1, 6}, a_tiles[] = {4, 5};
-  for (int t : narrow_tiles) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = narrow;
-  }
-  for (int t : a_tiles) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = 64;
-  }
-  _tile_loadconfig(&cfg);
-}
-
 // B tiles, one per k step s (32 k): xs[s * 32m + p * 2m + 2t + q] (dwords) = part q of
 // (x[t][32 s + 2p], x[t][32 s + 2p + 1]) as two bf16 words; zero past k.
 void pack_small(const float* x, std::int64_t m, std::int64_t k, std::int64_t kp, std::uint32_t* xs) {
@@ -323,12 +315,10 @@ void pack_small(const float* x, std::int64_t m, std::int64_t k, std::int64_t kp,
   const __m512i second = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
   for (std::int64_t s = 0; s < kp / 32; ++s) {
     const std::int64_t kk = s * 32;
-    const std::int64_t valid = k - kk < 32 ? k - kk : 32;
-    const __mmask16 lo = static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u);
-    const __mmask16 hi = static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u);
+    const StepMasks mask = step_masks(k, kk);
     for (std::int64_t t = 0; t < m; ++t) {
-      __m512 a = _mm512_maskz_loadu_ps(lo, x + t * k + kk);
-      __m512 b = _mm512_maskz_loadu_ps(hi, x + t * k + kk + 16);
+      __m512 a = _mm512_maskz_loadu_ps(mask.lo, x + t * k + kk);
+      __m512 b = _mm512_maskz_loadu_ps(mask.hi, x + t * k + kk + 16);
       const __m512i h = next_part(a, b);  // dword p = (hi of 2p, hi of 2p + 1)
       const __m512i l = next_part(a, b);
       _mm512_store_si512(pairs[t], _mm512_permutex2var_epi32(h, first, l));
@@ -382,20 +372,22 @@ void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* x
     }
 }
 
-void gemm_small(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+}  // namespace
+
+void nvfp4_gemm_narrow(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m > kSmallMaxM) isa_unsupported("amx narrow NVFP4 tiles: more than 8 tokens");
+  if (m <= 0 || w.n <= 0) return;
   const std::int64_t kp = (w.k + 31) / 32 * 32;
   auto* xs = static_cast<std::uint32_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(kp * m) * sizeof(std::uint32_t)));
   pack_small(x, m, w.k, kp, xs);
   const float scale = w.weight_scale_2;
   parallel_for((w.n + 31) / 32, 1, [&](std::int64_t b, std::int64_t e) {
-    configure_small_tiles(m);
+    configure_tiles(8 * m);  // C and B: 2m columns
     auto* wl = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, 2 * 32 * 128 * sizeof(std::uint16_t)));
     for (std::int64_t blk = b; blk < e; ++blk) compute_small(w, m, xs, blk * 32, wl, scale, y);
     _tile_release();
   });
 }
-
-}  // namespace
 
 namespace {
 
@@ -418,7 +410,7 @@ void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
 void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
   if (m >= kSmallFromM && m <= kSmallMaxM) {
-    gemm_small(x, m, w, y);
+    nvfp4_gemm_narrow(x, m, w, y);
   } else if (m < kLargeFromM) {
     // 1..4 tokens: the fp32 GEMV uses each decoded weight in registers; the tiles would decode it
     // to bf16 (≈ 13 cycles per 64 bytes, as long as the whole fp32 GEMV) and load it back.
