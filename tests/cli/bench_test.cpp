@@ -81,6 +81,13 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
               1e-9 * roofline);
   EXPECT_NEAR(j["roofline"]["tg_batch1_fraction"].get<double>(), tests[1]["tokens_per_s"]["median"].get<double>() / roofline,
               1e-9);
+  const double median_bw = j["bandwidth"]["median_gb_per_s"].get<double>();
+  EXPECT_GT(median_bw, 0);
+  EXPECT_LE(median_bw, j["bandwidth"]["best_gb_per_s"].get<double>());
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction_of_median_pass"].get<double>(),
+              tests[1]["tokens_per_s"]["median"].get<double>() * j["model"]["weight_bytes_per_token"].get<double>() /
+                  (median_bw * 1e9),
+              1e-9);
 
   const auto& mem = j["memory"];
   EXPECT_GT(mem["vm_rss_bytes"].get<double>(), 0);
@@ -101,8 +108,9 @@ TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   ASSERT_EQ(run_cli("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
   const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --check-weights");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "decode roofline:", "start to first token:", "VmHWM",
-                        "check-weights: ", "weights mapped in 2 MiB pages: "})
+  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "; median ", "decode roofline:",
+                        "of the median pass", "start to first token:", "VmHWM", "check-weights: ",
+                        "weights mapped in 2 MiB pages: "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 

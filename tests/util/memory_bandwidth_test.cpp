@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/expect_error.h"
 #include "util/thread_pool.h"
 
@@ -21,6 +23,24 @@ TEST(MemoryBandwidth, MeasuresEveryPassOfTheRequestedBuffer) {
     EXPECT_LE(g, r.best_gb_per_s);
   }
   EXPECT_TRUE(r.best_gb_per_s == r.pass_gb_per_s[0] || r.best_gb_per_s == r.pass_gb_per_s[1]);
+  EXPECT_DOUBLE_EQ(r.median_gb_per_s, (r.pass_gb_per_s[0] + r.pass_gb_per_s[1]) / 2);  // even count: the mean
+}
+
+TEST(MemoryBandwidth, MedianIsTheMiddlePass) {
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;
+  o.passes = 5;
+  const BandwidthResult r = measure_read_bandwidth(o);
+  ASSERT_EQ(r.pass_gb_per_s.size(), 5u);
+  int below = 0, above = 0;
+  for (double g : r.pass_gb_per_s) {
+    below += g < r.median_gb_per_s ? 1 : 0;
+    above += g > r.median_gb_per_s ? 1 : 0;
+  }
+  EXPECT_LE(below, 2);
+  EXPECT_LE(above, 2);
+  EXPECT_NE(std::find(r.pass_gb_per_s.begin(), r.pass_gb_per_s.end(), r.median_gb_per_s), r.pass_gb_per_s.end());
+  EXPECT_LE(r.median_gb_per_s, r.best_gb_per_s);
 }
 
 TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
