@@ -19,9 +19,8 @@ struct BandwidthResult {
   int threads = 0;                    // the kernel pool's size
   std::uint64_t llc_bytes = 0;        // last-level cache as the OS reports it; 0 if unknown
   double best_gb_per_s = 0.0;         // 1 GB = 1e9 bytes
-  // The middle pass (mean of the two middle ones for an even count). Best-of-3 swung 27-36 GB/s
-  // between runs minutes apart on the shared development VM while decode held steady, so both
-  // are reported (docs/perf.md, session 7).
+  // The middle pass (mean of the two middle ones for an even count): reported next to the best so
+  // a reader sees how far one run's passes spread on a shared machine (docs/perf.md, session 7).
   double median_gb_per_s = 0.0;
   std::vector<double> pass_gb_per_s;  // every timed pass, in order
 };
