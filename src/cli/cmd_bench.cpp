@@ -40,6 +40,7 @@
 #include "util/cpu_features.h"
 #include "util/error.h"
 #include "util/huge_pages.h"
+#include "util/median.h"
 #include "util/memory_bandwidth.h"
 #include "util/thread_pool.h"
 
@@ -112,11 +113,10 @@ Stats stats_of(std::vector<double> v) {
   Stats s;
   s.samples = v;
   if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
-  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
+  s.median = median_of(v);
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
   double mean = 0;
   for (double x : v) mean += x;
   mean /= static_cast<double>(n);
@@ -331,7 +331,7 @@ void bench(BenchArgs& a) {
   for (const TestResult& t : results)
     if (t.name[0] == 't' && t.batch == 1) tg1 = &t;
   const double fraction = tg1 != nullptr && roofline_tps > 0 ? tg1->tokens_per_s.median / roofline_tps : 0.0;
-  // The same against the probe's median pass: steadier from run to run than the best pass.
+  // The same against the probe's median pass, so a lucky best pass shows as a gap between the two.
   const double fraction_of_median =
       bw.median_gb_per_s > 0 ? fraction * bw.best_gb_per_s / bw.median_gb_per_s : 0.0;
   const std::uint64_t expected_memory = summary.resident_weight_bytes + seqs.bytes();

@@ -7,6 +7,7 @@
 
 #include "util/error.h"
 #include "util/huge_pages.h"
+#include "util/median.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve {
@@ -99,10 +100,7 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
     r.pass_gb_per_s.push_back(gbs);
     r.best_gb_per_s = std::max(r.best_gb_per_s, gbs);
   }
-  std::vector<double> sorted = r.pass_gb_per_s;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t mid = sorted.size() / 2;
-  r.median_gb_per_s = sorted.size() % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  r.median_gb_per_s = median_of(r.pass_gb_per_s);
   // The sums must be used, or the reads could be optimised away; each word is odd, so the total
   // has the parity of the word count.
   if ((sink & 1u) != ((static_cast<std::uint64_t>(words) * static_cast<std::uint64_t>(options.passes + 1)) & 1u))
