@@ -319,7 +319,7 @@ void bench(BenchArgs& a) {
     }
   }
   const auto [rss, hwm] = resident_memory();
-  const std::uint64_t weights_in_huge_pages = file_bytes_in_huge_pages();
+  const std::uint64_t weights_in_huge_pages = file_bytes_in_huge_pages(a.model_dir);
 
   BandwidthOptions bw_options;
   bw_options.bytes = a.bandwidth_mib << 20;

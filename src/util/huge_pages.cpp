@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -70,15 +71,31 @@ HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
   return *this;
 }
 
-std::uint64_t file_bytes_in_huge_pages() {
-  std::ifstream f("/proc/self/smaps_rollup");
-  std::string key;
-  std::uint64_t kib = 0;
-  while (f >> key) {
-    if (key == "FilePmdMapped:" && f >> kib) return kib << 10;
-    f.ignore(1 << 12, '\n');
+std::uint64_t file_bytes_in_huge_pages(const std::string& dir) {
+  // Not smaps_rollup: the kernel may also map other files 2 MiB at a time (khugepaged collapses
+  // large executables' text, e.g. an ASan build), and those are not the weights.
+  std::error_code ec;
+  std::string prefix = std::filesystem::weakly_canonical(dir, ec).string();
+  if (ec || prefix.empty()) return 0;
+  if (prefix.back() != '/') prefix += '/';
+  std::ifstream f("/proc/self/smaps");
+  std::string line;
+  bool in_dir = false;
+  std::uint64_t total = 0;
+  while (std::getline(f, line)) {
+    // A mapping's header is "start-end perms offset dev inode [path]"; its fields follow as
+    // "Key: value kB" lines.
+    const std::size_t colon = line.find(':');
+    const std::size_t space = line.find(' ');
+    if (colon == std::string::npos || (space != std::string::npos && space < colon)) {
+      const std::size_t slash = line.find('/');
+      in_dir = slash != std::string::npos && line.compare(slash, prefix.size(), prefix) == 0;
+      continue;
+    }
+    if (in_dir && line.compare(0, colon + 1, "FilePmdMapped:") == 0)
+      total += std::stoull(line.substr(colon + 1)) << 10;
   }
-  return 0;
+  return total;
 }
 
 std::string transparent_huge_pages_mode() {

@@ -42,9 +42,9 @@ class HugePageBuffer {
   std::size_t size_ = 0;
 };
 
-// Bytes of file mappings (the weights) this process has mapped 2 MiB at a time: FilePmdMapped
-// of /proc/self/smaps_rollup; 0 where unreadable.
-std::uint64_t file_bytes_in_huge_pages();
+// Bytes of the files under `dir` (the checkpoint's weights) that this process has mapped 2 MiB
+// at a time: the FilePmdMapped of their mappings in /proc/self/smaps; 0 where unreadable.
+std::uint64_t file_bytes_in_huge_pages(const std::string& dir);
 
 // The kernel's THP mode, the bracketed word of /sys/kernel/mm/transparent_hugepage/enabled:
 // "always", "madvise" or "never"; "unavailable" without THP support. Reported by `doctor`.

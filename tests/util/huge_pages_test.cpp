@@ -63,6 +63,20 @@ TEST(HugePages, LargeFilesAreMappedAlignedAndAdvisedFor2MiBPages) {
   EXPECT_EQ(f.bytes()[f.size() - 1], 'w');  // the tail past the last 2 MiB boundary is the file's
 }
 
+TEST(HugePages, HugeMappedBytesCountOnlyTheGivenDirectory) {
+  // Only the files under the directory count, never other files the process maps (the
+  // executable's text may be collapsed into 2 MiB pages too).
+  testing::TempDir dir, other;
+  const auto path = dir.path() / "weights.bin";
+  write_file(path, 3 * kHugePageBytes);
+  const MappedFile f(path);
+  volatile char sink = 0;
+  for (std::size_t i = 0; i < f.size(); i += 4096) sink = static_cast<char>(sink + f.bytes()[i]);
+  EXPECT_LE(file_bytes_in_huge_pages(dir.path().string()), f.size());
+  EXPECT_EQ(file_bytes_in_huge_pages(other.path().string()), 0u);
+  EXPECT_EQ(file_bytes_in_huge_pages((dir.path() / "no-such-dir").string()), 0u);
+}
+
 TEST(HugePages, SmallFilesAreMappedPlainly) {
   testing::TempDir dir;
   const auto path = dir.path() / "config.json";
