@@ -1,17 +1,40 @@
-// NVFP4 x fp32 GEMM, AVX2 + FMA. One 16-element block (8 bytes) per step:
-//   v    = the 8 bytes zero-extended to 8 int32 lanes (lane j = elements 2j, 2j+1)
-//   t    = |E2M1| table (8 entries) times the block scale
-//   w_lo = permutevar8x32(t, v) with the sign of bit 3 (code bit 3 -> bit 31 by v << 28)
-//   w_hi = permutevar8x32(t, v >> 4) with the sign of bit 7 (v << 24)
-// so activations are pre-split into even/odd halves per block (prepare_x). The permute reads
-// only the low 3 bits of each index, which is exactly the magnitude part of a code.
+// NVFP4 x fp32 GEMM, AVX2 + FMA. Two paths, one activation layout.
+//
+// Decode of 64 elements (32 bytes, four 16-element blocks) of one weight row:
+//   v      = the 32 bytes as 8 int32 lanes; lane d holds elements 8d .. 8d+7, one nibble each
+//   |w_j|  = permutevar8x32(table, v >> 4j)  (j = 0..7): lane d = |element 8d + j|. The permute
+//            reads only the low 3 bits of each lane, which are exactly the magnitude bits.
+//   sign_j = bit 31 of v << (28 - 4j)         (the code's bit 3)
+// so each lane stays inside one block (lane d is block d / 2) and the block scale is one vector
+// per 32 bytes. Activations are re-ordered once per call to match: within each 64-element chunk
+// xd[c + 8j + d] = x[c + 8d + j] (an 8 x 8 transpose), zero-padded to a whole chunk.
+//
+// * m <= 4 (decode): each decoded vector is used at once for every activation row. The sign
+//   goes onto the weight (and + xor), the products of a chunk are summed per lane first and the
+//   block scale is applied once per chunk (acc += t * s), as in the AVX-512 kernel. On an AVX2-only
+//   EPYC this runs as fast as the previous loop (one 16-element block per step with its own scaled
+//   table), ≈ 3.5 GB/s per core from L2: both are ALU-bound there, as were four other decodes
+//   tried (docs/perf.md, session 8). It stays for the layout it shares with the panel path.
+// * m > 4 (prefill, batched experts): up to 16 rows are decoded once into an fp32 panel in L2
+//   (scale applied, exact), then every group of 3 activation rows runs a 4-row x 3-token FMA
+//   tile over it: 12 FMAs per 7 loads, no decode in the inner loop. The previous kernel decoded
+//   every weight again for each group of 4 tokens: 2.2x slower at m = 64.
+//
+// Block scales travel as raw bits: code << 20 read as fp32 is the E4M3 value times 2^-120
+// (exact, subnormal codes included). The decode path's table carries 2^64, so its partial sums
+// are the true ones times 2^-56 (powers of two: exact) and the output is multiplied back once;
+// the panel's table carries 2^120, so the panel holds true values. A row group with a negative
+// or NaN (0x7F) scale code reads the E4M3 table instead (true values times 2^-120).
+// E2M1 x E4M3 products are exact in fp32; the per-tensor scale is applied once per output.
 // ISA translation unit: no standard-library templates here (see avx512/nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/isa_kernels.h"
 #include "kernels/lut.h"
+#include "kernels/nvfp4_isa_common.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -19,26 +42,63 @@ namespace fp4serve::kernels::avx2 {
 
 namespace {
 
-// xd[i][16b + j] = x[i][16b + 2j], xd[i][16b + 8 + j] = x[i][16b + 2j + 1], j < 8.
-void prepare_x(const float* x, std::int64_t m, std::int64_t k, float* xd) {
-  const __m256i pack = _mm256_set_epi32(7, 5, 3, 1, 6, 4, 2, 0);  // evens to lanes 0-3, odds to 4-7
-  for (std::int64_t i = 0; i < m * k; i += 16) {
-    const __m256 a = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i), pack);      // e0..e3 o0..o3
-    const __m256 b = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + i + 8), pack);  // e4..e7 o4..o7
-    _mm256_storeu_ps(xd + i, _mm256_permute2f128_ps(a, b, 0x20));
-    _mm256_storeu_ps(xd + i + 8, _mm256_permute2f128_ps(a, b, 0x31));
+constexpr std::int64_t kChunk = 64;    // weights per decode step (32 bytes, 4 blocks)
+constexpr std::int64_t kMaxDecodeM = 4;  // above this, the panel path
+constexpr float kDecodeTableScale = 0x1p64f;
+constexpr float kPanelTableScale = 0x1p120f;
+constexpr float kScaleBitsScale = 0x1p-120f;
+constexpr float kDecodeUndo = 0x1p56f;  // 1 / (kDecodeTableScale * kScaleBitsScale)
+// Short rows defeat the hardware prefetcher; fetch this far ahead ourselves (as avx512).
+constexpr std::int64_t kPrefetchL1Bytes = 4096;
+constexpr std::int64_t kPrefetchL2Bytes = 16384;
+// The panel: at most this many fp32 bytes (L2 holds it next to the activations it meets).
+constexpr std::int64_t kPanelBytes = 128 * 1024;
+
+// xd[i][c + 8j + d] = x[i][c + 8d + j] per 64-element chunk c; zeros past k.
+void prepare_x(const float* x, std::int64_t m, std::int64_t k, float* xd, std::int64_t kp) {
+  for (std::int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * k;
+    float* di = xd + i * kp;
+    for (std::int64_t c = 0; c < kp; c += kChunk) {
+      if (c + kChunk > k) {
+        for (int j = 0; j < 8; ++j)
+          for (int d = 0; d < 8; ++d) di[c + 8 * j + d] = c + 8 * d + j < k ? xi[c + 8 * d + j] : 0.0f;
+        continue;
+      }
+      // 8 x 8 transpose in registers: unpack pairs, then quads, then 128-bit halves.
+      __m256 r[8];
+      for (int q = 0; q < 8; ++q) r[q] = _mm256_loadu_ps(xi + c + 8 * q);
+      const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+      const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+      const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+      const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      __m256 o[8];
+      o[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+      o[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+      o[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+      o[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+      o[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+      o[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+      o[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+      o[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(di + c + 8 * j, o[j]);
+    }
   }
 }
 
 struct Ctx {
   const std::uint8_t* data;
   const std::uint8_t* scales;
-  std::int64_t k, n, m;
+  std::int64_t k, kp, n, m;
   float ws2;
-  const float* xd;
-  float* y;
+  const float* xd;  // prepared activations, row stride kp
+  float* y;         // row stride n
   const float* e4m3;
-  const float* mag;
+  const float* mag;  // |E2M1| of codes 0..7
 };
 
 float hsum(__m256 v) {
@@ -47,38 +107,205 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-template <int R, int MB>
-void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
-  const __m256 mag = _mm256_loadu_ps(c.mag);
+// True when one of the `count` codes at p has the sign bit or is 0x7F (NaN).
+bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
+  const __m256i nan = _mm256_set1_epi8(0x7F);
+  std::int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    if (_mm256_movemask_epi8(_mm256_or_si256(v, _mm256_cmpeq_epi8(v, nan))) != 0) return true;
+  }
+  for (; i < count; ++i)
+    if (p[i] >= 0x7F) return true;
+  return false;
+}
+
+constexpr ScaleShuffle<8> kScaleShuffle;
+
+// Lane d = scale of block d / 2 of a chunk, times 2^-120, from `count` (1..4) codes at p.
+inline __m256 chunk_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m256i shuffle) {
+  std::uint32_t codes = 0;
+  std::memcpy(&codes, p, static_cast<std::size_t>(count));  // missing codes: 0, the value +0
+  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(codes)), shuffle);
+  if (table) return _mm256_mul_ps(_mm256_i32gather_ps(e4m3, b, 4), _mm256_set1_ps(kScaleBitsScale));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(b, 20));
+}
+
+// The 32 code bytes of chunk ch of a row (zero-padded in the tail chunk: code 0 is +0).
+inline __m256i chunk_codes(const std::uint8_t* row, std::int64_t ch, std::int64_t k) {
+  const std::int64_t left = k / 2 - ch * 32;
+  if (left >= 32) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + ch * 32));
+  alignas(32) std::uint8_t buf[32] = {};
+  std::memcpy(buf, row + ch * 32, static_cast<std::size_t>(left));
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(buf));
+}
+
+// Element 8d + j of lane d, signed, unscaled (times the table's power of two).
+template <int J>
+inline __m256 decode_j(__m256i v, __m256 table) {
   const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
-  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, blocks = c.k / 16;
-  const std::int64_t ahead = (4096 + row_bytes - 1) / row_bytes;  // rows
+  const __m256i idx = J == 0 ? v : _mm256_srli_epi32(v, 4 * J);
+  const __m256i s = J == 7 ? v : _mm256_slli_epi32(v, 28 - 4 * J);
+  return _mm256_xor_ps(_mm256_permutevar8x32_ps(table, idx), _mm256_castsi256_ps(_mm256_and_si256(s, sign)));
+}
+
+// ---- decode path: R rows x MB activation rows, every weight decoded once and used at once ----
+
+// t[r][i] += w_j(row r) * x_j(activation row i); x_j: the chunk's j-th 8 prepared activations.
+// Rows are interleaved per j so that R independent chains keep the FMA pipes busy.
+template <int J, int R, int MB>
+inline void accumulate_j(const __m256i (&v)[R], __m256 table, const float* xc, std::int64_t kp, __m256 (&t)[R][MB]) {
+  __m256 x[MB];
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; ++i) x[i] = _mm256_loadu_ps(xc + i * kp + 8 * J);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const __m256 w = decode_j<J>(v[r], table);
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) {
+      if constexpr (J == 0) t[r][i] = _mm256_mul_ps(w, x[i]);
+      else t[r][i] = _mm256_fmadd_ps(w, x[i], t[r][i]);
+    }
+  }
+}
+
+template <int R, int MB, bool kTableScales>
+void decode_kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
+  const __m256 table = _mm256_mul_ps(_mm256_loadu_ps(c.mag), _mm256_set1_ps(kDecodeTableScale));
+  const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleShuffle.idx));
+  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, full = c.k / kChunk;
+  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes;  // rows
+  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes;
+  const float* xd = c.xd + m0 * c.kp;
+
   __m256 acc[R][MB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
-  for (std::int64_t b = 0; b < blocks; ++b) {
+
+  // One 64-element chunk of R rows; `tail`: the zero-padded last one.
+  auto step = [&](std::int64_t ch, bool tail) __attribute__((always_inline)) {
+    const float* xc = xd + ch * kChunk;
+    __m256i v[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* wp = c.data + (n0 + r) * row_bytes + b * 8;
-      // Short rows defeat the hardware prefetcher; fetch ~4 KB of rows ahead (as avx512).
-      if ((b & 7) == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(wp + ahead * row_bytes), _MM_HINT_T0);
-        if ((b & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(c.scales + (n0 + r + ahead) * row_scales + b), _MM_HINT_T0);
+      const std::uint8_t* row = c.data + (n0 + r) * row_bytes;
+      if (tail) {
+        v[r] = chunk_codes(row, ch, c.k);
+        continue;
       }
-      const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wp)));
-      const __m256 t = _mm256_mul_ps(mag, _mm256_set1_ps(c.e4m3[c.scales[(n0 + r) * row_scales + b]]));
-      const __m256i slo = _mm256_and_si256(_mm256_slli_epi32(v, 28), sign);
-      const __m256i shi = _mm256_and_si256(_mm256_slli_epi32(v, 24), sign);
-      const __m256 wlo = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, v), _mm256_castsi256_ps(slo));
-      const __m256 whi = _mm256_xor_ps(_mm256_permutevar8x32_ps(t, _mm256_srli_epi32(v, 4)), _mm256_castsi256_ps(shi));
+      // Rows are short (a few hundred bytes to a few KB): the hardware prefetcher barely ramps
+      // up within one, so fetch the same place some rows ahead ourselves.
+      if ((ch & 1) == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead * row_bytes + ch * 32), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 * row_bytes + ch * 32), _MM_HINT_T1);
+      }
+      if ((ch & 15) == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(c.scales + (n0 + r + ahead) * row_scales + ch * 4), _MM_HINT_T0);
+      v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + ch * 32));
+    }
+    __m256 t[R][MB];
+    accumulate_j<0>(v, table, xc, c.kp, t);
+    accumulate_j<1>(v, table, xc, c.kp, t);
+    accumulate_j<2>(v, table, xc, c.kp, t);
+    accumulate_j<3>(v, table, xc, c.kp, t);
+    accumulate_j<4>(v, table, xc, c.kp, t);
+    accumulate_j<5>(v, table, xc, c.kp, t);
+    accumulate_j<6>(v, table, xc, c.kp, t);
+    accumulate_j<7>(v, table, xc, c.kp, t);
+    const std::int64_t left = row_scales - ch * 4;
 #pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i) {
-        const float* xp = c.xd + (m0 + i) * c.k + b * 16;
-        acc[r][i] = _mm256_fmadd_ps(wlo, _mm256_loadu_ps(xp), acc[r][i]);
-        acc[r][i] = _mm256_fmadd_ps(whi, _mm256_loadu_ps(xp + 8), acc[r][i]);
-      }
+    for (int r = 0; r < R; ++r) {
+      const __m256 s = chunk_scales(c.scales + (n0 + r) * row_scales + ch * 4, left < 4 ? static_cast<int>(left) : 4,
+                                    kTableScales, c.e4m3, shuffle);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_fmadd_ps(t[r][i], s, acc[r][i]);
+    }
+  };
+  for (std::int64_t ch = 0; ch < full; ++ch) step(ch, false);
+  if (c.kp != full * kChunk) step(full, true);
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = hsum(acc[r][i]) * kDecodeUndo * c.ws2;
+}
+
+template <int R, int MB>
+void decode_kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
+  const std::int64_t row_scales = c.k / 16;
+  if (has_special_scale(c.scales + n0 * row_scales, R * row_scales)) return decode_kernel<R, MB, true>(c, n0, m0);
+  decode_kernel<R, MB, false>(c, n0, m0);
+}
+
+template <int R>
+void decode_rows(const Ctx& c, std::int64_t n0) {
+  switch (c.m) {
+    case 1: return decode_kernel<R, 1>(c, n0, 0);
+    case 2: return decode_kernel<R, 2>(c, n0, 0);
+    case 3: return decode_kernel<R, 3>(c, n0, 0);
+    default: return decode_kernel<R, 4>(c, n0, 0);
+  }
+}
+
+void decode_range(const Ctx& c, std::int64_t b, std::int64_t e) {
+  prefetch_rows_start(c.data, c.scales, c.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
+  std::int64_t n0 = b;
+  if (c.m <= 2) {
+    for (; n0 + 2 <= e; n0 += 2) decode_rows<2>(c, n0);
+  }
+  for (; n0 < e; ++n0) decode_rows<1>(c, n0);
+}
+
+// ---- panel path: rows decoded once to fp32, then a 4-row x 3-token FMA tile ----
+
+// Rows [n0, n0 + rows) as true fp32 values into panel (row stride kp, the xd element order).
+void decode_panel(const Ctx& c, std::int64_t n0, std::int64_t rows, float* panel) {
+  const __m256 table = _mm256_mul_ps(_mm256_loadu_ps(c.mag), _mm256_set1_ps(kPanelTableScale));
+  const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleShuffle.idx));
+  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, chunks = c.kp / kChunk;
+  const bool table_scales = has_special_scale(c.scales + n0 * row_scales, rows * row_scales);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* row = c.data + (n0 + r) * row_bytes;
+    float* out = panel + r * c.kp;
+    for (std::int64_t ch = 0; ch < chunks; ++ch) {
+      _mm_prefetch(reinterpret_cast<const char*>(row + ch * 32 + 4 * row_bytes), _MM_HINT_T0);
+      const __m256i v = chunk_codes(row, ch, c.k);
+      const std::int64_t left = row_scales - ch * 4;
+      const __m256 s = chunk_scales(c.scales + (n0 + r) * row_scales + ch * 4, left < 4 ? static_cast<int>(left) : 4,
+                                    table_scales, c.e4m3, shuffle);
+      float* o = out + ch * kChunk;
+      _mm256_storeu_ps(o + 0, _mm256_mul_ps(decode_j<0>(v, table), s));
+      _mm256_storeu_ps(o + 8, _mm256_mul_ps(decode_j<1>(v, table), s));
+      _mm256_storeu_ps(o + 16, _mm256_mul_ps(decode_j<2>(v, table), s));
+      _mm256_storeu_ps(o + 24, _mm256_mul_ps(decode_j<3>(v, table), s));
+      _mm256_storeu_ps(o + 32, _mm256_mul_ps(decode_j<4>(v, table), s));
+      _mm256_storeu_ps(o + 40, _mm256_mul_ps(decode_j<5>(v, table), s));
+      _mm256_storeu_ps(o + 48, _mm256_mul_ps(decode_j<6>(v, table), s));
+      _mm256_storeu_ps(o + 56, _mm256_mul_ps(decode_j<7>(v, table), s));
+    }
+  }
+}
+
+// y[m0 + i][n0 + r] for R panel rows and MB activation rows: 8-lane partial dot products over
+// the whole row, summed across lanes once at the end.
+template <int R, int MB>
+void panel_tile(const Ctx& c, const float* panel, std::int64_t n0, std::int64_t m0) {
+  __m256 acc[R][MB];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
+  const float* xd = c.xd + m0 * c.kp;
+  for (std::int64_t kk = 0; kk < c.kp; kk += 8) {
+    __m256 x[MB];
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) x[i] = _mm256_loadu_ps(xd + i * c.kp + kk);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 w = _mm256_loadu_ps(panel + r * c.kp + kk);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_fmadd_ps(w, x[i], acc[r][i]);
     }
   }
 #pragma GCC unroll 4
@@ -87,22 +314,25 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
     for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = hsum(acc[r][i]) * c.ws2;
 }
 
-// 16 ymm registers: four rows for one activation row, two rows for up to four.
 template <int R>
-void rows(const Ctx& c, std::int64_t n0) {
-  if constexpr (R == 4) {
-    if (c.m == 1) return kernel<4, 1>(c, n0, 0);
-    rows<2>(c, n0);
-    rows<2>(c, n0 + 2);
-  } else {
-    std::int64_t m0 = 0;
-    for (; m0 + 4 <= c.m; m0 += 4) kernel<R, 4>(c, n0, m0);
-    switch (c.m - m0) {
-      case 1: kernel<R, 1>(c, n0, m0); break;
-      case 2: kernel<R, 2>(c, n0, m0); break;
-      case 3: kernel<R, 3>(c, n0, m0); break;
-      default: break;
-    }
+void panel_rows(const Ctx& c, const float* panel, std::int64_t n0) {
+  std::int64_t m0 = 0;
+  for (; m0 + 3 <= c.m; m0 += 3) panel_tile<R, 3>(c, panel, n0, m0);
+  if (c.m - m0 == 2) panel_tile<R, 2>(c, panel, n0, m0);
+  if (c.m - m0 == 1) panel_tile<R, 1>(c, panel, n0, m0);
+}
+
+void panel_range(const Ctx& c, std::int64_t b, std::int64_t e) {
+  std::int64_t height = kPanelBytes / (c.kp * 4) / 4 * 4;
+  if (height < 4) height = 4;
+  if (height > 16) height = 16;
+  float* panel = static_cast<float*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(height * c.kp) * sizeof(float)));
+  for (std::int64_t n0 = b; n0 < e; n0 += height) {
+    const std::int64_t rows = e - n0 < height ? e - n0 : height;
+    decode_panel(c, n0, rows, panel);
+    std::int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) panel_rows<4>(c, panel + r * c.kp, n0 + r);
+    for (; r < rows; ++r) panel_rows<1>(c, panel + r * c.kp, n0 + r);
   }
 }
 
@@ -110,15 +340,16 @@ void rows(const Ctx& c, std::int64_t n0) {
 
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  float* xd = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(m * w.k) * sizeof(float)));
-  prepare_x(x, m, w.k, xd);
+  const std::int64_t kp = (w.k + kChunk - 1) / kChunk * kChunk;
+  float* xd = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(m * kp) * sizeof(float)));
+  prepare_x(x, m, w.k, xd, kp);
   const DecodeTables& t = decode_tables();
-  const Ctx c{w.data, w.block_scales, w.k, w.n, m, w.weight_scale_2, xd, y, t.e4m3, t.e2m1_mag};
-  parallel_for(w.n, 16, [&c](std::int64_t b, std::int64_t e) {
-    std::int64_t n0 = b;
-    for (; n0 + 4 <= e; n0 += 4) rows<4>(c, n0);
-    for (; n0 < e; ++n0) rows<1>(c, n0);
-  });
+  const Ctx c{w.data, w.block_scales, w.k, kp, w.n, m, w.weight_scale_2, xd, y, t.e4m3, t.e2m1_mag};
+  if (m <= kMaxDecodeM) {
+    parallel_for(w.n, 16, [&c](std::int64_t b, std::int64_t e) { decode_range(c, b, e); });
+  } else {
+    parallel_for(w.n, 16, [&c](std::int64_t b, std::int64_t e) { panel_range(c, b, e); });
+  }
 }
 
 }  // namespace fp4serve::kernels::avx2

@@ -24,6 +24,7 @@
 
 #include "kernels/isa_kernels.h"
 #include "kernels/lut.h"
+#include "kernels/nvfp4_isa_common.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -141,19 +142,7 @@ inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
   return false;
 }
 
-// vpshufb indices: 128-bit lane q, dword j is vector lane d = 4q + j, which takes scale code
-// d / 2 = 2q + j / 2 (a byte offset within its 128-bit lane, each of which holds the chunk's 8
-// codes after the broadcast) into its low byte; the other three bytes are zeroed (index 0x80).
-struct ScaleShuffle {
-  alignas(64) std::int8_t idx[64];
-  constexpr ScaleShuffle() : idx{} {
-    for (int d = 0; d < 16; ++d) {
-      idx[4 * d] = static_cast<std::int8_t>(d / 2);
-      idx[4 * d + 1] = idx[4 * d + 2] = idx[4 * d + 3] = -128;
-    }
-  }
-};
-constexpr ScaleShuffle kScaleShuffle;
+constexpr ScaleShuffle<16> kScaleShuffle;
 
 // Lane d = bits of scale code d / 2, as above (codes without the sign bit, not NaN).
 inline __m512 scale_bits(std::uint64_t codes, __m512i shuffle) {
@@ -236,26 +225,6 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
     for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * kUndo * c.ws2;
 }
 
-// The kernel's own prefetch runs a fixed distance ahead of the rows it decodes, so the first
-// rows of a range would be fetched on demand, one stall after another. Decode calls this on
-// 128-row slices of each expert (16 KB, an eighth of a gate/up slice, is the L2 distance): the
-// range's start is requested up front instead, all lines at once.
-void prefetch_start(const Ctx& c, std::int64_t b, std::int64_t e) {
-  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16;
-  const std::int64_t l1_rows = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes;
-  const std::int64_t l2_rows = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes;
-  const std::int64_t last = b + l2_rows < e ? b + l2_rows : e;
-  for (std::int64_t r = b; r < last; ++r) {
-    const char* p = reinterpret_cast<const char*>(c.data + r * row_bytes);
-    for (std::int64_t off = 0; off < row_bytes; off += 64) {
-      if (r < b + l1_rows) _mm_prefetch(p + off, _MM_HINT_T0);
-      else _mm_prefetch(p + off, _MM_HINT_T1);
-    }
-  }
-  const char* s = reinterpret_cast<const char*>(c.scales + b * row_scales);
-  for (std::int64_t off = 0; off < (last - b) * row_scales; off += 64) _mm_prefetch(s + off, _MM_HINT_T0);
-}
-
 template <int R>
 void rows(const Ctx& c, std::int64_t n0) {
   std::int64_t m0 = 0;
@@ -278,7 +247,7 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
   const DecodeTables& t = decode_tables();
   const Ctx c{w.data, w.block_scales, w.k, kp, w.n, w.weight_scale_2, xd, y, m, t.e4m3, t.e2m1};
   parallel_for(w.n, 16, [&c](std::int64_t b, std::int64_t e) {
-    prefetch_start(c, b, e);
+    prefetch_rows_start(c.data, c.scales, c.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
     std::int64_t n0 = b;
     for (; n0 + kRows <= e; n0 += kRows) rows<kRows>(c, n0);
     for (; n0 < e; ++n0) rows<1>(c, n0);
