@@ -111,7 +111,7 @@ Backend make_avx2() {
   static const SimdDeltaRuleKernel delta("avx2", avx2::delta_rule);
   Backend b;
   b.name = "avx2";
-  b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes, fp32 FMA";
+  b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes (m > 4: once per 16-row fp32 panel), fp32 FMA";
   b.speed_rank = 10;
   b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
   b.dense = gemm_family(&dense, Precision::Fp32, 4, dense_dtype_ok);
