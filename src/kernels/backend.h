@@ -22,6 +22,9 @@ enum class Precision {
   // tile), fp32 accumulation: hi + lo is about 2^-17 relative (~250x finer than bf16), three
   // parts about 2^-25.
   Activations16,
+  // Activations quantized to int8 per 16-element block (scale = block max / 127), exact integer
+  // dot products against the weights' E2M1: llama.cpp's Q8_0 class, one block finer.
+  Int8Activations,
 };
 std::string_view precision_name(Precision p);
 

@@ -16,6 +16,7 @@ std::string_view precision_name(Precision p) {
     case Precision::Fp32: return "fp32";
     case Precision::Bf16Activations: return "bf16-activations";
     case Precision::Activations16: return "16-bit-activations";
+    case Precision::Int8Activations: return "int8-activations";
   }
   return "unknown";
 }
@@ -122,6 +123,23 @@ Backend make_avx2() {
   return b;
 }
 
+// Decode (m <= 4) with int8 activations: on AVX2-only CPUs the exact fp32 decode of E2M1 is
+// ALU-bound (docs/perf.md, session 8), integer dot products are not. Opt-in only
+// (--allow-int8-activations): the quantization moves logits by about 1 %.
+Backend make_avx2_int8() {
+  static const Fp4GemmKernel fp4("avx2-int8", avx2::nvfp4_gemm_int8);
+  static const DenseGemmKernel dense("avx2-int8", avx2::dense_gemm);
+  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &fp4, &dense});
+  Backend b;
+  b.name = "avx2-int8";
+  b.description = "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot products; m > 4 as avx2";
+  b.speed_rank = 15;
+  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  b.fp4 = gemm_family(&fp4, Precision::Int8Activations, 4, any_gemm);
+  b.moe = moe_family(&moe, Precision::Int8Activations);
+  return b;
+}
+
 Backend make_avx512() {
   static const DenseGemmKernel dense("avx512", avx512::dense_gemm);
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
@@ -197,7 +215,7 @@ Backend make_amx_bf16() {
 }  // namespace
 
 const std::vector<Backend>& compiled_backends() {
-  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2(), make_reference()};
+  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2_int8(), make_avx2(), make_reference()};
   return all;
 }
 

@@ -98,15 +98,20 @@ struct KernelSelection::State {
       // passes its own (looser) tolerance yet can flip a greedy token against the fp32 oracle.
       // Split activations (Precision::Activations16, two or three bf16 parts) are allowed: their
       // rounding is >= 250x smaller than bf16's and passes the fp32 tolerance.
-      const bool eligible = !automatic || options.allow_bf16_activations || c.impl.precision != Precision::Bf16Activations;
+      // int8 activations likewise need --allow-int8-activations.
+      const bool eligible = !automatic || ((options.allow_bf16_activations || c.impl.precision != Precision::Bf16Activations) &&
+                                           (options.allow_int8_activations || c.impl.precision != Precision::Int8Activations));
+      const char* why_not = c.impl.precision == Precision::Int8Activations
+                                ? "not chosen by auto: quantizes activations to int8 (opt in with --allow-int8-activations)"
+                                : "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
       if (!eligible && !options.validate_all) {
-        v.reason = "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
+        v.reason = why_not;
         continue;
       }
       if (chosen >= 0 && !options.validate_all) continue;
       validator.validate(c.impl, v);
       if (!eligible) {
-        if (v.reason.empty()) v.reason = "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
+        if (v.reason.empty()) v.reason = why_not;
         continue;
       }
       if (v.status == VerdictStatus::Passed && chosen < 0) chosen = static_cast<int>(i);

@@ -156,6 +156,7 @@ double validation_tolerance(Precision precision) {
     case Precision::Fp32:
     case Precision::Activations16: return 1e-4;  // as fp32: bf16 hi + lo pairs measure 2.5-7e-6
     case Precision::Bf16Activations: return 2e-2;
+    case Precision::Int8Activations: return 5e-2;  // per-block int8: 0.5-3 % measured (session 7), bugs >= 0.3
   }
   return 0.0;
 }

@@ -24,6 +24,7 @@ double tolerance(Precision p) {
     case Precision::Fp32: return 2e-6;
     case Precision::Activations16: return 2e-5;
     case Precision::Bf16Activations: return 1e-2;
+    case Precision::Int8Activations: return 5e-2;
   }
   return 0.0;
 }

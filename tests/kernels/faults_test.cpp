@@ -50,6 +50,7 @@ BackendOptions with_faults(const std::string& spec) {
   o.inject_faults = spec;
   o.revalidate_interval_s = 0;
   o.allow_bf16_activations = true;  // every backend takes part, the fastest (amx) first
+  o.allow_int8_activations = true;
   return o;
 }
 

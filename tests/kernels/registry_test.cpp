@@ -18,6 +18,7 @@ BackendOptions quiet_options() {
   o.seed = 1234;
   o.inject_faults = "";  // independent of the environment the tests run in
   o.allow_bf16_activations = true;  // rank every backend; the default is tested on its own
+  o.allow_int8_activations = true;
   return o;
 }
 
@@ -93,6 +94,32 @@ TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
   }
 }
 
+TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
+  BackendOptions o = quiet_options();
+  o.allow_int8_activations = false;
+  auto sel = select_kernels(o, builtin_shapes());
+  const SelectionReport r = sel->report();
+  for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe}) {
+    const FamilyReport& fam = r.family(f);
+    EXPECT_NE(verdict(r, f, fam.chosen).precision, "int8-activations") << family_name(f);
+    const Verdict& v = verdict(r, f, "avx2-int8");
+    if (v.status == VerdictStatus::Unsupported) continue;  // no AVX2 here
+    EXPECT_EQ(v.status, VerdictStatus::NotTried);
+    EXPECT_NE(v.reason.find("--allow-int8-activations"), std::string::npos) << v.reason;
+  }
+  // Allowed, auto takes it where nothing faster runs (an AVX2-only CPU); named, it is used.
+  const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
+  if (std::find(fp4.begin(), fp4.end(), "avx2-int8") == fp4.end()) return;
+  o.fp4_gemm = "avx2-int8";
+  auto named = select_kernels(o, builtin_shapes());
+  EXPECT_EQ(named->report().family(OpFamily::Fp4Gemm).chosen, "avx2-int8");
+  EXPECT_EQ(verdict(named->report(), OpFamily::Fp4Gemm, "avx2-int8").status, VerdictStatus::Passed);
+  if (!cpu_features().usable(CpuFeature::AVX512F)) {
+    BackendOptions allowed = quiet_options();
+    EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, "avx2-int8");
+  }
+}
+
 TEST(Registry, ValidateAllGivesEveryVerdict) {
   BackendOptions o = quiet_options();
   o.validate_all = true;
@@ -108,6 +135,7 @@ TEST(Registry, ValidateAllGivesEveryVerdict) {
 
 TEST(Registry, MissingCpuFeaturesMakeBackendsUnsupported) {
   BackendOptions o = quiet_options();
+  o.allow_int8_activations = false;  // the exact fallback order: avx2, then reference
   o.cpu = probe_cpu_features("avx512f,amx_tile");
   auto sel = select_kernels(o, builtin_shapes());
   const SelectionReport r = sel->report();
