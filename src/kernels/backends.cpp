@@ -129,7 +129,8 @@ Backend make_avx2() {
 Backend make_avx2_int8() {
   static const Fp4GemmKernel fp4("avx2-int8", avx2::nvfp4_gemm_int8);
   static const DenseGemmKernel dense("avx2-int8", avx2::dense_gemm);
-  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &fp4, &dense});
+  static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);  // routing stays exact
+  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense});
   Backend b;
   b.name = "avx2-int8";
   b.description = "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot products; m > 4 as avx2";

@@ -26,7 +26,7 @@ struct Verdict {
   std::string reason;        // why unsupported / failed, naming the shape and M
   double error = -1.0;       // worst error figure over all cases (< 0: not measured; inf: non-finite)
   double tolerance = 0.0;
-  std::string precision;     // "fp32" / "16-bit-activations" / "bf16-activations"
+  std::string precision;     // "fp32" / "16-bit-activations" / "bf16-activations" / "int8-activations"
   double seconds = 0.0;      // time spent running this backend on the cases
   std::vector<std::string> faults;  // injected faults (FP4SERVE_INJECT_FAULT entries)
   bool suspect = false;      // the run-time guard re-validated it after a non-finite output
