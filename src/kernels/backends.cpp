@@ -106,7 +106,7 @@ Backend make_reference() {
 Backend make_avx2() {
   static const DenseGemmKernel dense("avx2", avx2::dense_gemm);
   static const Fp4GemmKernel fp4("avx2", avx2::nvfp4_gemm);
-  static const GroupedMoeKernel moe("avx2", {&fp4, &dense, &fp4, &dense});
+  static const GroupedMoeKernel moe("avx2", {&fp4, &dense, &fp4, &dense}, avx2_vector_math());
   static const SimdAttentionKernel attention("avx2", avx2::attention, 8);
   static const SimdConv1dKernel conv("avx2", avx2::conv1d);
   static const SimdDeltaRuleKernel delta("avx2", avx2::delta_rule);
@@ -130,7 +130,7 @@ Backend make_avx2_int8() {
   static const Fp4GemmKernel fp4("avx2-int8", avx2::nvfp4_gemm_int8);
   static const DenseGemmKernel dense("avx2-int8", avx2::dense_gemm);
   static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);  // routing stays exact
-  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense});
+  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
   Backend b;
   b.name = "avx2-int8";
   b.description = "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot products; m > 4 as avx2";
@@ -144,7 +144,7 @@ Backend make_avx2_int8() {
 Backend make_avx512() {
   static const DenseGemmKernel dense("avx512", avx512::dense_gemm);
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
-  static const GroupedMoeKernel moe("avx512", {&fp4, &dense, &fp4, &dense});
+  static const GroupedMoeKernel moe("avx512", {&fp4, &dense, &fp4, &dense}, avx512_vector_math());
   static const SimdAttentionKernel attention("avx512", avx512::attention, 16);
   static const SimdConv1dKernel conv("avx512", avx512::conv1d);
   static const SimdDeltaRuleKernel delta("avx512", avx512::delta_rule);
@@ -194,7 +194,7 @@ Backend make_amx() {
   static const DenseGemmKernel dense("amx", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
   static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
-  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense});
+  static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense}, avx512_vector_math());
   return amx_backend("amx",
                      "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8), activations as bf16 hi + lo pairs "
                      "(NVFP4) or three parts (BF16); AVX-512 elsewhere",
@@ -208,7 +208,7 @@ Backend make_amx_bf16() {
   static const Fp4GemmKernel fp4("amx-bf16", avx512::nvfp4_gemm, amx::nvfp4_gemm, kAmxFromM);
   static const DenseGemmKernel router_dense("amx-bf16", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx-bf16", avx512::nvfp4_gemm);
-  static const GroupedMoeKernel moe("amx-bf16", {&fp4, &dense, &router_fp4, &router_dense});
+  static const GroupedMoeKernel moe("amx-bf16", {&fp4, &dense, &router_fp4, &router_dense}, avx512_vector_math());
   return amx_backend("amx-bf16", "AMX BF16 tiles for M >= 16 (prefill), AVX-512 below; activations rounded to bf16", 35,
                      Precision::Bf16Activations, fp4, dense, moe);
 }

@@ -22,11 +22,12 @@ struct MoeGemms {
 
 class GroupedMoeKernel final : public MoeKernel {
  public:
-  // The element-wise steps (router softmax, SiLU x up, weighted sum) use the VectorMath table of
-  // the instruction set `backend` names (vector_math_for_backend).
-  GroupedMoeKernel(std::string backend, MoeGemms gemms)
-      : backend_(std::move(backend)), g_(gemms), vm_(&vector_math_for_backend(backend_)) {}
+  // The element-wise steps (router softmax, SiLU x up, weighted sum) use `vm`, the table of the
+  // backend's instruction set.
+  GroupedMoeKernel(std::string backend, MoeGemms gemms, const VectorMath& vm)
+      : backend_(std::move(backend)), g_(gemms), vm_(&vm) {}
   void run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const override;
+  const VectorMath& vector_math() const { return *vm_; }
 
  private:
   std::string backend_;

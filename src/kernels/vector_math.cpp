@@ -72,11 +72,8 @@ float silu_approx(float x) { return x / (1.0f + exp_approx(-x)); }
 
 const VectorMath& scalar_vector_math() { return kScalar; }
 
-const VectorMath& vector_math_for_backend(std::string_view backend) {
-  if (backend == "avx2") return kAvx2;
-  if (backend == "avx512" || backend == "amx" || backend == "amx-bf16") return kAvx512;
-  return kScalar;
-}
+const VectorMath& avx2_vector_math() { return kAvx2; }
+const VectorMath& avx512_vector_math() { return kAvx512; }
 
 const VectorMath& best_vector_math() {
   static const VectorMath* best = [] {

@@ -57,9 +57,11 @@ struct VectorMath {
 // Plain C++ (std::fma): runs anywhere; the tables below must equal it bit for bit (except the
 // order of the fp64 sums of softmax_numerators and sum_squares).
 const VectorMath& scalar_vector_math();
-// The table a kernel backend named `backend` may use: "avx2" -> avx2; "avx512", "amx" and
-// "amx-bf16" -> avx512; anything else -> scalar. The backend's own CPU check covers the table's needs.
-const VectorMath& vector_math_for_backend(std::string_view backend);
+// The tables of each instruction set. A kernel backend names the one it uses (backends.cpp): its
+// own CPU check covers the table's needs. (A lookup by backend name once gave avx2-int8 the scalar
+// table: a new backend must not fall through to scalar unnoticed.)
+const VectorMath& avx2_vector_math();
+const VectorMath& avx512_vector_math();
 // The fastest table this CPU can run (cpu_features(), FP4SERVE_CPU_DISABLE respected); for
 // generic code outside a kernel backend.
 const VectorMath& best_vector_math();
