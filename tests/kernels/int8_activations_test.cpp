@@ -41,7 +41,7 @@ TEST(Int8Activations, EqualsTheReferenceOnQuantizedActivations) {
   if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
   EXPECT_EQ(b->fp4.precision, Precision::Int8Activations);
   const GemmKernel* ref = reference_kernels().fp4_gemm;
-  for (std::int64_t k : {16, 48, 64, 272, 2048})
+  for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
     for (std::int64_t m : {1, 2, 3, 4}) {
       Rng rng(k * 31 + m);
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);  // special (negative, NaN) scales included

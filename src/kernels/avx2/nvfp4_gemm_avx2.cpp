@@ -356,47 +356,69 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 // ---- int8 activations (opt-in precision class): decode that is not ALU-bound on AVX2 ----
 //
 // Activations are quantized per 16-element block to int8 (scale = block max / 127, llama.cpp's
-// Q8_0 class one block finer), once per call. Weights become 2 * E2M1 as signed int8 by one
-// vpshufb per 32 codes; x's sign moves onto the weight (vpsignb) so vpmaddubsw can take |x| as
-// unsigned; vpmaddwd sums each lane's 8 products of one block in int32 (exact), and one convert
-// and one FMA by (weight scale x activation scale) per 32 bytes finish it: ≈ 17 vector ops per 32
-// bytes against ≈ 45 for the fp32 decode. The activation scale carries 2^63 (0.5 for the
-// doubled E2M1 times 2^64) so that it times the scale bits (2^-120) stays a normal float:
+// Q8_0 class one block finer), once per call. Weights become 2 * E2M1 + 12, an unsigned byte in
+// 0..24, by one vpshufb per 32 codes, so vpmaddubsw takes them as its unsigned operand and x as
+// the signed one with no sign juggling; the offset comes back out as 12 * (sum of the block's
+// int8 activations), computed once per call. Two 32-byte chunks (128 elements, 8 blocks) go
+// together: vpmaddwd and one vphaddd leave one int32 lane per block (exact), so one convert,
+// one multiply by (weight scale x activation scale) and one FMA serve 8 blocks, and one 8-byte
+// load brings their 8 scale codes: ≈ 13 vector ops per 32 bytes against ≈ 17 for the per-chunk
+// form this replaced and ≈ 45 for the fp32 decode. The activation scale carries 2^63 (0.5 for
+// the doubled E2M1 times 2^64) so that it times the scale bits (2^-120) stays a normal float:
 // subnormal products ran 3x slower on the EPYC this was written on.
 namespace {
 
-// 2 * E2M1 as signed int8 for codes 0..15, in both 128-bit halves (vpshufb is per half).
+// 2 * E2M1 + 12 for codes 0..15, in both 128-bit halves (vpshufb is per half).
 struct Int8Table {
-  alignas(32) std::int8_t v[32];
+  alignas(32) std::uint8_t v[32];
   constexpr Int8Table() : v{} {
-    constexpr std::int8_t mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    constexpr int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
     for (int h = 0; h < 2; ++h)
-      for (int c = 0; c < 16; ++c) v[16 * h + c] = static_cast<std::int8_t>(c < 8 ? mag[c] : -mag[c - 8]);
+      for (int c = 0; c < 16; ++c) v[16 * h + c] = static_cast<std::uint8_t>(kInt8WeightOffset + (c < 8 ? mag[c] : -mag[c - 8]));
   }
+  static constexpr int kInt8WeightOffset = 12;
 };
 constexpr Int8Table kInt8Table;
+constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
+
+// vphaddd of the two chunks' per-half-block sums leaves block order 0 1 4 5 | 2 3 6 7; every
+// per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
+// code kLaneBlock[d] of the 8 (broadcast to both halves) into lane d's low byte.
+constexpr int kLaneBlock[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+struct GroupScaleShuffle {
+  alignas(32) std::int8_t idx[32];
+  constexpr GroupScaleShuffle() : idx{} {
+    for (int d = 0; d < 8; ++d) {
+      idx[4 * d] = static_cast<std::int8_t>(kLaneBlock[d]);
+      idx[4 * d + 1] = idx[4 * d + 2] = idx[4 * d + 3] = -128;
+    }
+  }
+};
+constexpr GroupScaleShuffle kGroupScaleShuffle;
 
 constexpr float kInt8ActivationScale = 0x1p63f;  // 0.5 * 2^64
 constexpr float kInt8Undo = 0x1p56f;             // 1 / (2^64 * 2^-120)
 
 struct QuantizedX {
-  const std::int8_t* lo;  // [m][kp / 2]: element c + 2b of chunk c at c / 2 + b
-  const std::int8_t* hi;  // [m][kp / 2]: element c + 2b + 1
-  const float* scale;     // [m][kp / 64][8]: lane d of chunk c = block d / 2's scale * 2^63
+  const std::int8_t* lo;     // [m][kg / 2]: block b's even elements at 8b .. 8b+7
+  const std::int8_t* hi;     // [m][kg / 2]: its odd elements
+  const float* scale;        // [m][kg / 16]: per group, lane d = block kLaneBlock[d]'s scale * 2^63
+  const std::int32_t* corr;  // [m][kg / 16]: the same lanes, 12 * the block's int8 sum
 };
 
 // False when a row holds NaN or Inf (int8 cannot carry them: the caller takes the fp32 path).
 // Runs once per call, and decode calls the GEMM once per 128-row expert slice, so it is
 // vectorized: a scalar loop (lrintf per element) doubled a slice's time in the MoE benchmark.
-bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kp, std::int8_t* lo, std::int8_t* hi,
-                float* scale) {
+// kg is k rounded up to whole groups; blocks past k are zeros (scale 0, correction 0).
+bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* lo, std::int8_t* hi,
+                float* scale, std::int32_t* corr) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 finite_max = _mm256_set1_ps(3.4028235e38f);
   alignas(32) float block[16];
   alignas(32) std::int32_t q[16];
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
-    for (std::int64_t b = 0; b < kp / 16; ++b) {
+    for (std::int64_t b = 0; b < kg / 16; ++b) {
       const float* src = xi + 16 * b;
       if (16 * b + 16 > k) {  // the zero-padded tail
         for (int e = 0; e < 16; ++e) block[e] = 16 * b + e < k ? src[e] : 0.0f;
@@ -414,78 +436,133 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kp,
       const float top = _mm_cvtss_f32(_mm256_castps256_ps128(mx));
       const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
       // Round to nearest even, as lrintf in the default mode.
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8), _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv)));
-      const std::int64_t base = i * (kp / 2) + b * 8;  // block b's 8 even and 8 odd elements
+      const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q), q0);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8), q1);
+      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(q0, q1)),
+                                       _mm256_extracti128_si256(_mm256_add_epi32(q0, q1), 1));
+      const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+      const std::int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+      const std::int64_t base = i * (kg / 2) + b * 8;  // block b's 8 even and 8 odd elements
       for (int j = 0; j < 8; ++j) {
         lo[base + j] = static_cast<std::int8_t>(q[2 * j]);
         hi[base + j] = static_cast<std::int8_t>(q[2 * j + 1]);
       }
-      float* sc = scale + i * (kp / 8) + b / 4 * 8 + (b % 4) * 2;
-      sc[0] = sc[1] = top / 127.0f * kInt8ActivationScale;
+      const std::int64_t g = b / 8, in = b % 8;
+      const int lane = in < 2 ? static_cast<int>(in) : in < 4 ? static_cast<int>(in) + 2 : in < 6 ? static_cast<int>(in) - 2 : static_cast<int>(in);
+      scale[i * (kg / 16) + g * 8 + lane] = top / 127.0f * kInt8ActivationScale;
+      corr[i * (kg / 16) + g * 8 + lane] = Int8Table::kInt8WeightOffset * sum;
     }
   }
   return true;
 }
 
-template <int R, int MB, bool kTableScales>
-void int8_kernel(const Ctx& c, const QuantizedX& q, std::int64_t n0) {
+// Lane d = block kLaneBlock[d]'s scale times 2^-120, from `count` (1..8) codes at p.
+inline __m256 group_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m256i shuffle) {
+  std::uint64_t codes = 0;
+  if (count == 8) std::memcpy(&codes, p, 8);  // a fixed size: one load, not a call
+  else for (int i = 0; i < count; ++i) codes |= static_cast<std::uint64_t>(p[i]) << (8 * i);  // missing: 0 = +0
+  const __m256i b = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(codes)), shuffle);
+  if (table) return _mm256_mul_ps(_mm256_i32gather_ps(e4m3, b, 4), _mm256_set1_ps(kScaleBitsScale));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(b, 20));
+}
+
+// The operands of one group of R rows: their code chunks and scales, as locals so that the
+// inner loop keeps everything in registers.
+struct Int8Args {
+  const std::uint8_t* data;
+  const std::uint8_t* scales;
+  std::int64_t k, kg;
+  float ws2;
+  float* y;
+  std::int64_t n;
+  const float* e4m3;
+};
+
+// Accumulates rows [n0, n0 + R) x activation rows [0, MB) over groups [g0, g1).
+template <int R, int MB, bool kTableScales, bool kTail>
+__attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const QuantizedX& q, std::int64_t n0,
+                                                        std::int64_t g0, std::int64_t g1, __m256 (&acc)[R][MB]) {
   const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kInt8Table.v));
-  const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kScaleShuffle.idx));
+  const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kGroupScaleShuffle.idx));
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const std::int64_t row_bytes = c.k / 2, row_scales = c.k / 16, chunks = c.kp / kChunk, half = c.kp / 2;
-  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes;
-  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes;
+  const std::uint8_t* const data = a.data;
+  const std::uint8_t* const scales = a.scales;
+  const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16, half = a.kg / 2, per_group = a.kg / 16;
+  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  for (std::int64_t g = g0; g < g1; ++g) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* row = data + (n0 + r) * row_bytes;
+      __m256i v0, v1;
+      __m256 sw;
+      if constexpr (kTail) {
+        v0 = 2 * g * 32 < row_bytes ? chunk_codes(row, 2 * g, k) : _mm256_setzero_si256();
+        v1 = (2 * g + 1) * 32 < row_bytes ? chunk_codes(row, 2 * g + 1, k) : _mm256_setzero_si256();
+        const std::int64_t left = row_scales - g * 8;
+        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, left < 8 ? static_cast<int>(left) : 8, kTableScales, a.e4m3,
+                          shuffle);
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead + g * 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 + g * 64), _MM_HINT_T1);
+        v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + g * 64));
+        v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + g * 64 + 32));
+        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, 8, kTableScales, a.e4m3, shuffle);
+      }
+      const __m256i w0l = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
+      const __m256i w0h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
+      const __m256i w1l = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
+      const __m256i w1h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i) {
+        const std::int8_t* xl = q.lo + i * half + g * 64;
+        const std::int8_t* xh = q.hi + i * half + g * 64;
+        const __m256i p0 = _mm256_add_epi16(
+            _mm256_maddubs_epi16(w0l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl))),
+            _mm256_maddubs_epi16(w0h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh))));
+        const __m256i p1 = _mm256_add_epi16(
+            _mm256_maddubs_epi16(w1l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + 32))),
+            _mm256_maddubs_epi16(w1h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + 32))));
+        const __m256i sum = _mm256_sub_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
+                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.corr + i * per_group + g * 8)));
+        const __m256 sa = _mm256_loadu_ps(q.scale + i * per_group + g * 8);
+        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sw, sa), acc[r][i]);
+      }
+    }
+  }
+}
+
+// y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop.
+template <int R, int MB, bool kTableScales>
+__attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
   __m256 acc[R][MB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
-  for (std::int64_t ch = 0; ch < chunks; ++ch) {
-    const bool tail = (ch + 1) * kChunk > c.k;
-    const std::int64_t left = row_scales - ch * 4;
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const std::uint8_t* row = c.data + (n0 + r) * row_bytes;
-      if ((ch & 1) == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(row + ahead * row_bytes + ch * 32), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 * row_bytes + ch * 32), _MM_HINT_T1);
-      }
-      const __m256i v = tail ? chunk_codes(row, ch, c.k) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + ch * 32));
-      const __m256i wl = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low4));
-      const __m256i wh = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low4));
-      const __m256 sw = chunk_scales(c.scales + (n0 + r) * row_scales + ch * 4, left < 4 ? static_cast<int>(left) : 4,
-                                     kTableScales, c.e4m3, shuffle);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i) {
-        const __m256i xl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.lo + i * half + ch * 32));
-        const __m256i xh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.hi + i * half + ch * 32));
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(xl), _mm256_sign_epi8(wl, xl)),
-                                           _mm256_maddubs_epi16(_mm256_abs_epi8(xh), _mm256_sign_epi8(wh, xh)));
-        const __m256 sa = _mm256_loadu_ps(q.scale + i * (c.kp / 8) + ch * 8);
-        acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), _mm256_mul_ps(sw, sa), acc[r][i]);
-      }
-    }
-  }
+  const std::int64_t whole = a.k / kGroup, groups = a.kg / kGroup;  // groups read with plain loads, all groups
+  int8_groups<R, MB, kTableScales, false>(a, q, n0, 0, whole, acc);
+  if (whole < groups) int8_groups<R, MB, kTableScales, true>(a, q, n0, whole, groups, acc);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) c.y[i * c.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * c.ws2;
+    for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * a.ws2;
 }
 
 template <int R, int MB>
-void int8_rows(const Ctx& c, const QuantizedX& q, std::int64_t n0) {
-  if (has_special_scale(c.scales + n0 * (c.k / 16), R * (c.k / 16))) return int8_kernel<R, MB, true>(c, q, n0);
-  int8_kernel<R, MB, false>(c, q, n0);
+void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
+  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_kernel<R, MB, true>(a, q, n0);
+  int8_kernel<R, MB, false>(a, q, n0);
 }
 
 template <int R>
-void int8_rows(const Ctx& c, const QuantizedX& q, std::int64_t n0) {
-  switch (c.m) {
-    case 1: return int8_rows<R, 1>(c, q, n0);
-    case 2: return int8_rows<R, 2>(c, q, n0);
-    case 3: return int8_rows<R, 3>(c, q, n0);
-    default: return int8_rows<R, 4>(c, q, n0);
+void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
+  switch (m) {
+    case 1: return int8_rows<R, 1>(a, q, n0);
+    case 2: return int8_rows<R, 2>(a, q, n0);
+    case 3: return int8_rows<R, 3>(a, q, n0);
+    default: return int8_rows<R, 4>(a, q, n0);
   }
 }
 
@@ -494,23 +571,24 @@ void int8_rows(const Ctx& c, const QuantizedX& q, std::int64_t n0) {
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kMaxDecodeM) return nvfp4_gemm(x, m, w, y);
-  const std::int64_t kp = (w.k + kChunk - 1) / kChunk * kChunk;
-  const std::size_t codes = static_cast<std::size_t>(m * kp / 2), scales = static_cast<std::size_t>(m * kp / 8);
-  auto* buf = static_cast<std::uint8_t*>(thread_scratch(kScratchGemmActivations, 2 * codes + scales * sizeof(float) + 64));
+  const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
+  const std::size_t codes = static_cast<std::size_t>(m * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
+  auto* buf = static_cast<std::uint8_t*>(
+      thread_scratch(kScratchGemmActivations, (2 * codes + 63) / 64 * 64 + lanes * (sizeof(float) + sizeof(std::int32_t))));
   auto* lo = reinterpret_cast<std::int8_t*>(buf);
   auto* hi = lo + codes;
   auto* scale = reinterpret_cast<float*>(buf + (2 * codes + 63) / 64 * 64);
-  if (!quantize_x(x, m, w.k, kp, lo, hi, scale)) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: exact path propagates them
-  const QuantizedX q{lo, hi, scale};
-  const DecodeTables& t = decode_tables();
-  const Ctx c{w.data, w.block_scales, w.k, kp, w.n, m, w.weight_scale_2, nullptr, y, t.e4m3, t.e2m1_mag};
-  parallel_for(w.n, 16, [&c, &q](std::int64_t b, std::int64_t e) {
-    prefetch_rows_start(c.data, c.scales, c.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
+  auto* corr = reinterpret_cast<std::int32_t*>(scale + lanes);
+  if (!quantize_x(x, m, w.k, kg, lo, hi, scale, corr)) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: exact path propagates them
+  const QuantizedX q{lo, hi, scale, corr};
+  const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
+  parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
+    prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
     std::int64_t n0 = b;
-    if (c.m <= 2) {
-      for (; n0 + 2 <= e; n0 += 2) int8_rows<2>(c, q, n0);
+    if (m <= 2) {
+      for (; n0 + 2 <= e; n0 += 2) int8_rows<2>(a, q, m, n0);
     }
-    for (; n0 < e; ++n0) int8_rows<1>(c, q, n0);
+    for (; n0 < e; ++n0) int8_rows<1>(a, q, m, n0);
   });
 }
 
