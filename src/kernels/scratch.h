@@ -15,11 +15,13 @@ enum ScratchSlot : int {
   kScratchAttention = 10,       // attention scores
   kScratchLinearAttention = 11,  // a delta rule task's state slice
   kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers
-  kScratchSlots = 13,
+  kScratchInt8Activations = 13,  // the int8 GEMM's last quantized activations, kept across calls
+  kScratchSlots = 14,
 };
 
-// A buffer of at least `bytes` private to the calling thread; contents unspecified; valid until
-// the next call with the same slot on this thread.
+// A buffer of at least `bytes` private to the calling thread, valid until the next call with the
+// same slot on this thread. Contents are unspecified on first use and kept by later calls that
+// fit; a call that needs more bytes returns a new pointer (so a changed pointer means lost contents).
 void* thread_scratch(int slot, std::size_t bytes);
 
 // Generic code only: ISA files call thread_scratch() and cast, so no template instantiation is

@@ -86,5 +86,37 @@ TEST(Int8Activations, PrefillRunsTheExactKernel) {
   EXPECT_LE(output_error(got.data(), want.data(), 9, 21), 2e-6);
 }
 
+// Each thread keeps its last quantization and reuses it for the same activation bits (decode
+// passes the same vector once per expert slice). The same buffer rewritten in place, a NaN put in
+// and taken out, and another k over the same memory must each be quantized afresh.
+TEST(Int8Activations, ReusedActivationBufferFollowsItsContents) {
+  const Backend* b = int8_backend();
+  if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
+  Rng rng(5);
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 19, 256);
+  auto w_short = random_weight(rng, SchemeKind::NVFP4, DType::U8, 19, 128);
+  std::vector<float> x = random_activations(rng, 2, 256);
+  auto check = [&](const WeightMatrix& wm, std::int64_t m, const char* what) {
+    const std::vector<float> xs(x.begin(), x.begin() + m * wm.k);
+    const std::vector<float> xq = int8_model(xs, m, wm.k);
+    std::vector<float> want(static_cast<std::size_t>(m * 19)), got(want.size(), NAN);
+    reference_kernels().fp4_gemm->run(xq.data(), m, wm, want.data(), Fp4Semantics::W4A16);
+    b->fp4.gemm->run(x.data(), m, wm, got.data(), Fp4Semantics::W4A16);
+    EXPECT_LE(output_error(got.data(), want.data(), m, 19), 2e-6) << what;
+  };
+  check(w->w, 2, "first call");
+  check(w->w, 2, "same bits again");
+  x[300] *= -3.0f;  // second row, in place
+  check(w->w, 2, "one element changed");
+  check(w->w, 1, "same memory, m = 1");
+  check(w_short->w, 2, "same memory read as k = 128");
+  x[7] = NAN;
+  std::vector<float> y(19, 0.0f);
+  b->fp4.gemm->run(x.data(), 1, w->w, y.data(), Fp4Semantics::W4A16);
+  for (float v : y) EXPECT_TRUE(std::isnan(v)) << "NaN in the activations";
+  x[7] = 0.25f;
+  check(w->w, 1, "NaN replaced");
+}
+
 }  // namespace
 }  // namespace fp4serve::kernels
