@@ -37,7 +37,7 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
                "the default amx (bf16 hi + lo pairs, ~2^-17; three parts for BF16 weights), but it can flip a greedy token against fp32");
   cmd.add_flag("--allow-int8-activations", options.allow_int8_activations,
                "Let auto choose avx2-int8 (decode with activations quantized to int8 per 16-element block, as llama.cpp's Q8_0): "
-               "on an AVX2-only EPYC its GEMV runs 2.8x the exact one and decode 1.3x, outputs about 1% off fp32");
+               "on an AVX2-only EPYC decode runs 2.3-2.5x the exact kernels, outputs about 1% off fp32");
   cmd.add_flag_callback(
       "--w4a4", [&options] { options.semantics = Fp4Semantics::W4A4; },
       "NVFP4 with activations quantized by each layer's input_scale, as Blackwell GPUs compute "
