@@ -25,6 +25,10 @@ enum class Precision {
   // Activations quantized to int8 per 16-element block (scale = block max / 127), exact integer
   // dot products against the weights' E2M1: llama.cpp's Q8_0 class, one block finer.
   Int8Activations,
+  // Activations as three int8 parts per 16-element block (each part resolves the previous one's
+  // step / 254): every element within 6.1e-8 of its block's max, about fp32's rounding of the
+  // block's largest element; exact integer dot products, fp32 accumulation across blocks.
+  Int8x3Activations,
 };
 std::string_view precision_name(Precision p);
 

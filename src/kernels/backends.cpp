@@ -17,6 +17,7 @@ std::string_view precision_name(Precision p) {
     case Precision::Bf16Activations: return "bf16-activations";
     case Precision::Activations16: return "16-bit-activations";
     case Precision::Int8Activations: return "int8-activations";
+    case Precision::Int8x3Activations: return "int8x3-activations";
   }
   return "unknown";
 }
@@ -141,6 +142,26 @@ Backend make_avx2_int8() {
   return b;
 }
 
+// Decode (m <= 4) with activations as three int8 parts per block: the integer dot products of
+// avx2-int8, three times per decoded weight, at fp32-class precision, so `auto` takes it. On
+// AVX2-only CPUs it replaces the ALU-bound fp32 decode; m > 4 runs the avx2 panels.
+Backend make_avx2_int8x3() {
+  static const Fp4GemmKernel fp4("avx2-int8x3", avx2::nvfp4_gemm_int8x3);
+  static const DenseGemmKernel dense("avx2-int8x3", avx2::dense_gemm);
+  static const Fp4GemmKernel router_fp4("avx2-int8x3", avx2::nvfp4_gemm);  // routing stays exact fp32
+  static const GroupedMoeKernel moe("avx2-int8x3", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
+  Backend b;
+  b.name = "avx2-int8x3";
+  b.description =
+      "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block (within 6.1e-8 of the "
+      "block max), integer dot products; m > 4 as avx2";
+  b.speed_rank = 12;
+  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  b.fp4 = gemm_family(&fp4, Precision::Int8x3Activations, 4, any_gemm);
+  b.moe = moe_family(&moe, Precision::Int8x3Activations);
+  return b;
+}
+
 Backend make_avx512() {
   static const DenseGemmKernel dense("avx512", avx512::dense_gemm);
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
@@ -216,7 +237,8 @@ Backend make_amx_bf16() {
 }  // namespace
 
 const std::vector<Backend>& compiled_backends() {
-  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2_int8(), make_avx2(), make_reference()};
+  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2_int8(), make_avx2_int8x3(), make_avx2(),
+                                             make_reference()};
   return all;
 }
 

@@ -96,8 +96,9 @@ struct KernelSelection::State {
       if (v.status == VerdictStatus::Unsupported || (!initial && v.status == VerdictStatus::Failed)) continue;
       // auto never rounds activations to bf16 unless told otherwise: a bf16-activation backend
       // passes its own (looser) tolerance yet can flip a greedy token against the fp32 oracle.
-      // Split activations (Precision::Activations16, two or three bf16 parts) are allowed: their
-      // rounding is >= 250x smaller than bf16's and passes the fp32 tolerance.
+      // Split activations (Precision::Activations16, two or three bf16 parts; Int8x3Activations,
+      // three int8 parts per block) are allowed: their rounding is >= 250x smaller than bf16's and
+      // passes the fp32 tolerance.
       // int8 activations likewise need --allow-int8-activations.
       const bool eligible = !automatic || ((options.allow_bf16_activations || c.impl.precision != Precision::Bf16Activations) &&
                                            (options.allow_int8_activations || c.impl.precision != Precision::Int8Activations));

@@ -212,7 +212,8 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
   const auto oracle = nlohmann::json::parse(in);
   std::string ids;
   for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  for (const char* faults : {"amx:zeros,avx512:nan", "amx:nan,avx512:nibble-swap,avx2:no-block-scale", "amx:tail,avx512:tail,avx2:tail"}) {
+  for (const char* faults : {"amx:zeros,avx512:nan", "amx:nan,avx512:nibble-swap,avx2-int8x3:nan,avx2:no-block-scale",
+                             "amx:tail,avx512:tail,avx2-int8x3:tail,avx2:tail"}) {
     ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
     auto r = run_cli("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
     ::unsetenv("FP4SERVE_INJECT_FAULT");
@@ -236,7 +237,7 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
       }
     }
     bool runs_a_broken_one = false;
-    for (const char* name : {"amx", "avx512", "avx2"})
+    for (const char* name : {"amx", "avx512", "avx2-int8x3", "avx2"})
       runs_a_broken_one |= broken.find(std::string(name) + ":") != std::string::npos && cpu_runs_backend(name);
     if (runs_a_broken_one) {
       EXPECT_GT(failed, 0) << faults;

@@ -21,7 +21,8 @@ namespace {
 // Tighter than the registry's tolerances on purpose: these shapes are small.
 double tolerance(Precision p) {
   switch (p) {
-    case Precision::Fp32: return 2e-6;
+    case Precision::Fp32:
+    case Precision::Int8x3Activations: return 2e-6;
     case Precision::Activations16: return 2e-5;
     case Precision::Bf16Activations: return 1e-2;
     case Precision::Int8Activations: return 5e-2;

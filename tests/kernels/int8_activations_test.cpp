@@ -16,11 +16,12 @@
 namespace fp4serve::kernels {
 namespace {
 
-const Backend* int8_backend() {
+const Backend* runnable_backend(const char* name) {
   for (const Backend& b : compiled_backends())
-    if (b.name == "avx2-int8" && cpu_features().missing(b.needs).empty()) return &b;
+    if (b.name == name && cpu_features().missing(b.needs).empty()) return &b;
   return nullptr;
 }
+const Backend* int8_backend() { return runnable_backend("avx2-int8"); }
 
 // x as the kernel sees it: per 16-element block, q = round(x * 127 / max|x|), back to q * max / 127.
 std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::int64_t k) {
@@ -36,28 +37,38 @@ std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::
   return out;
 }
 
+// The decode cases both int8 classes are checked on: k with every kind of tail (part of a chunk,
+// half a group, whole groups), m = 1..4, 37 rows (pairs and a single), special (negative, NaN)
+// scales, an outlier of 40 (its block's other values get coarse steps) and a zero at the end.
+template <class Check>
+void for_each_decode_case(std::int64_t seed, Check&& check) {
+  for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
+    for (std::int64_t m : {1, 2, 3, 4}) {
+      Rng rng(static_cast<std::uint64_t>(k * seed + m));
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);
+      auto x = random_activations(rng, m, k);
+      x[0] = 40.0f;
+      x[k - 1] = 0.0f;
+      check(k, m, w->w, x);
+    }
+}
+
 TEST(Int8Activations, EqualsTheReferenceOnQuantizedActivations) {
   const Backend* b = int8_backend();
   if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
   EXPECT_EQ(b->fp4.precision, Precision::Int8Activations);
   const GemmKernel* ref = reference_kernels().fp4_gemm;
-  for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
-    for (std::int64_t m : {1, 2, 3, 4}) {
-      Rng rng(k * 31 + m);
-      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);  // special (negative, NaN) scales included
-      auto x = random_activations(rng, m, k);
-      x[0] = 40.0f;    // an outlier: its block's other values get coarse steps
-      x[k - 1] = 0.0f;
-      const std::vector<float> xq = int8_model(x, m, k);
-      std::vector<float> want(static_cast<std::size_t>(m * 37)), got(want.size(), NAN), exact(want.size());
-      ref->run(xq.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
-      b->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
-      EXPECT_LE(output_error(got.data(), want.data(), m, 37), 2e-6) << "k=" << k << " m=" << m;
-      // Against the unquantized activations: within the class's tolerance, and not exact.
-      ref->run(x.data(), m, w->w, exact.data(), Fp4Semantics::W4A16);
-      const double err = output_error(got.data(), exact.data(), m, 37);
-      EXPECT_LE(err, validation_tolerance(Precision::Int8Activations)) << "k=" << k << " m=" << m;
-    }
+  for_each_decode_case(31, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, const std::vector<float>& x) {
+    const std::vector<float> xq = int8_model(x, m, k);
+    std::vector<float> want(static_cast<std::size_t>(m * 37)), got(want.size(), NAN), exact(want.size());
+    ref->run(xq.data(), m, w, want.data(), Fp4Semantics::W4A16);
+    b->fp4.gemm->run(x.data(), m, w, got.data(), Fp4Semantics::W4A16);
+    EXPECT_LE(output_error(got.data(), want.data(), m, 37), 2e-6) << "k=" << k << " m=" << m;
+    // Against the unquantized activations: within the class's tolerance, and not exact.
+    ref->run(x.data(), m, w, exact.data(), Fp4Semantics::W4A16);
+    const double err = output_error(got.data(), exact.data(), m, 37);
+    EXPECT_LE(err, validation_tolerance(Precision::Int8Activations)) << "k=" << k << " m=" << m;
+  });
 }
 
 TEST(Int8Activations, NonFiniteActivationsTakeTheExactPath) {
@@ -116,6 +127,47 @@ TEST(Int8Activations, ReusedActivationBufferFollowsItsContents) {
   for (float v : y) EXPECT_TRUE(std::isnan(v)) << "NaN in the activations";
   x[7] = 0.25f;
   check(w->w, 1, "NaN replaced");
+}
+
+// avx2-int8x3: three int8 parts per block put every activation within 6.1e-8 of its block's max,
+// so against the reference on the exact activations it must hold the fp32 kernels' own bound,
+// outliers and special scales included, and sit far below the one-part class.
+TEST(Int8x3Activations, MatchesTheReferenceAtFp32Accuracy) {
+  const Backend* b = runnable_backend("avx2-int8x3");
+  const Backend* one = int8_backend();
+  if (b == nullptr || one == nullptr) GTEST_SKIP() << "no AVX2 here";
+  EXPECT_EQ(b->fp4.precision, Precision::Int8x3Activations);
+  EXPECT_EQ(validation_tolerance(Precision::Int8x3Activations), validation_tolerance(Precision::Fp32));
+  const GemmKernel* ref = reference_kernels().fp4_gemm;
+  for_each_decode_case(37, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, std::vector<float> x) {
+    if (k > 20) x[17] = 1e-6f;  // a tiny element next to ordinary ones
+    std::vector<float> want(static_cast<std::size_t>(m * 37)), got(want.size(), NAN), coarse(want.size(), NAN);
+    ref->run(x.data(), m, w, want.data(), Fp4Semantics::W4A16);
+    b->fp4.gemm->run(x.data(), m, w, got.data(), Fp4Semantics::W4A16);
+    one->fp4.gemm->run(x.data(), m, w, coarse.data(), Fp4Semantics::W4A16);
+    const double err = output_error(got.data(), want.data(), m, 37);
+    EXPECT_LE(err, 2e-6) << "k=" << k << " m=" << m;
+    EXPECT_LT(err * 1000, output_error(coarse.data(), want.data(), m, 37)) << "k=" << k << " m=" << m;
+  });
+}
+
+// One thread alternating the one-part and three-part kernels on the same activations must not
+// reuse the other's quantization.
+TEST(Int8x3Activations, KernelsOfBothClassesKeepTheirOwnQuantization) {
+  const Backend* b = runnable_backend("avx2-int8x3");
+  const Backend* one = int8_backend();
+  if (b == nullptr || one == nullptr) GTEST_SKIP() << "no AVX2 here";
+  Rng rng(6);
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 23, 512);
+  const auto x = random_activations(rng, 1, 512);
+  std::vector<float> exact(23), fine(23), coarse(23), fine_again(23);
+  reference_kernels().fp4_gemm->run(x.data(), 1, w->w, exact.data(), Fp4Semantics::W4A16);
+  b->fp4.gemm->run(x.data(), 1, w->w, fine.data(), Fp4Semantics::W4A16);
+  one->fp4.gemm->run(x.data(), 1, w->w, coarse.data(), Fp4Semantics::W4A16);
+  b->fp4.gemm->run(x.data(), 1, w->w, fine_again.data(), Fp4Semantics::W4A16);
+  EXPECT_LE(output_error(fine.data(), exact.data(), 1, 23), 2e-6);
+  EXPECT_LE(output_error(fine_again.data(), exact.data(), 1, 23), 2e-6);
+  EXPECT_GT(output_error(coarse.data(), exact.data(), 1, 23), 1e-4);
 }
 
 }  // namespace

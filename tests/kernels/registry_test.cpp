@@ -135,7 +135,7 @@ TEST(Registry, ValidateAllGivesEveryVerdict) {
 
 TEST(Registry, MissingCpuFeaturesMakeBackendsUnsupported) {
   BackendOptions o = quiet_options();
-  o.allow_int8_activations = false;  // the exact fallback order: avx2, then reference
+  o.allow_int8_activations = false;  // the fp32-class order: avx2-int8x3, avx2, then reference
   o.cpu = probe_cpu_features("avx512f,amx_tile");
   auto sel = select_kernels(o, builtin_shapes());
   const SelectionReport r = sel->report();
@@ -148,9 +148,11 @@ TEST(Registry, MissingCpuFeaturesMakeBackendsUnsupported) {
     const char* why = cpu_features().usable(CpuFeature::AVX512F) ? "FP4SERVE_CPU_DISABLE" : "no CPU support";
     EXPECT_NE(v.reason.find(why), std::string::npos) << v.reason;
   }
-  const std::string expect = cpu_features().usable(CpuFeature::AVX2) ? "avx2" : "reference";
-  EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, expect);
-  EXPECT_EQ(r.family(OpFamily::Moe).chosen, expect);
+  const bool avx2 = cpu_features().usable(CpuFeature::AVX2);
+  // NVFP4 decode on three int8 parts (fp32-class, so auto takes it); the families it lacks on avx2.
+  EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, avx2 ? "avx2-int8x3" : "reference");
+  EXPECT_EQ(r.family(OpFamily::Moe).chosen, avx2 ? "avx2-int8x3" : "reference");
+  EXPECT_EQ(r.family(OpFamily::DenseGemm).chosen, avx2 ? "avx2" : "reference");
 }
 
 TEST(Registry, UnsupportedShapeIsSkipped) {

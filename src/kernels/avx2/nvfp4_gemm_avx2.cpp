@@ -353,19 +353,30 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
   }
 }
 
-// ---- int8 activations (opt-in precision class): decode that is not ALU-bound on AVX2 ----
+// ---- int8 activations: decode that is not ALU-bound on AVX2 ----
 //
-// Activations are quantized per 16-element block to int8 (scale = block max / 127, llama.cpp's
-// Q8_0 class one block finer), once per call. Weights become 2 * E2M1 + 12, an unsigned byte in
-// 0..24, by one vpshufb per 32 codes, so vpmaddubsw takes them as its unsigned operand and x as
-// the signed one with no sign juggling; the offset comes back out as 12 * (sum of the block's
-// int8 activations), computed once per call. Two 32-byte chunks (128 elements, 8 blocks) go
-// together: vpmaddwd and one vphaddd leave one int32 lane per block (exact), so one convert,
-// one multiply by (weight scale x activation scale) and one FMA serve 8 blocks, and one 8-byte
-// load brings their 8 scale codes: ≈ 15 instructions per 32 bytes against ≈ 22 for the per-chunk
-// form this replaced and ≈ 45 for the fp32 decode. The activation scale carries 2^63 (0.5 for
-// the doubled E2M1 times 2^64) so that it times the scale bits (2^-120) stays a normal float:
-// subnormal products ran 3x slower on the EPYC this was written on.
+// Activations are quantized per 16-element block to int8 (step = block max / 127), once per call.
+// Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
+// vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
+// the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
+// Two 32-byte chunks (128 elements, 8 blocks) go together: vpmaddwd and one vphaddd leave one
+// int32 lane per block (exact), so one convert, one multiply by (weight scale x activation scale)
+// and one FMA serve 8 blocks, and one 8-byte load brings their 8 scale codes: ≈ 15 instructions
+// per 32 bytes against ≈ 22 for the per-chunk form this replaced and ≈ 45 for the fp32 decode.
+//
+// Two precisions share the loop (P = activation parts):
+// * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): one int8 per element, llama.cpp's
+//   Q8_0 class one block finer.
+// * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each q an int8
+//   (the residual of each part, times 254, rounds into -127..127), so an element is off by at most
+//   step / (2 * 254^2) = block max * 6.1e-8, fp32's own rounding of the block's largest element.
+//   Per block the three exact int32 sums combine as (s1 * 254 + s2) * 254 + s3 with wrap-around
+//   arithmetic: the true value, |sum| <= 16 * 12 * 127.5 * 254^2 < 2^31, comes out exact although
+//   the offset-carrying intermediates may wrap. The weights are decoded once for all three parts.
+//
+// The activation scale carries 2^63 (0.5 for the doubled E2M1 times 2^64) so that it times the
+// scale bits (2^-120) stays a normal float: subnormal products ran 3x slower on the EPYC this was
+// written on.
 namespace {
 
 // 2 * E2M1 + 12 for codes 0..15, in both 128-bit halves (vpshufb is per half).
@@ -380,6 +391,7 @@ struct Int8Table {
 };
 constexpr Int8Table kInt8Table;
 constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
+constexpr std::int32_t kPartRatio = 254;     // each further part resolves the previous one's step / 254
 
 // vphaddd of the two chunks' per-half-block sums leaves block order 0 1 4 5 | 2 3 6 7; every
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
@@ -399,23 +411,47 @@ constexpr GroupScaleShuffle kGroupScaleShuffle;
 constexpr float kInt8ActivationScale = 0x1p63f;  // 0.5 * 2^64
 constexpr float kInt8Undo = 0x1p56f;             // 1 / (2^64 * 2^-120)
 
+// Activation row i, part p lives at index i * P + p of the code arrays.
 struct QuantizedX {
-  const std::int8_t* lo;     // [m][kg / 2]: block b's even elements at 8b .. 8b+7
-  const std::int8_t* hi;     // [m][kg / 2]: its odd elements
-  const float* scale;        // [m][kg / 16]: per group, lane d = block kLaneBlock[d]'s scale * 2^63
-  const std::int32_t* corr;  // [m][kg / 16]: the same lanes, 12 * the block's int8 sum
+  const std::int8_t* lo;     // [m * P][kg / 2]: block b's even elements at 8b .. 8b+7
+  const std::int8_t* hi;     // [m * P][kg / 2]: its odd elements
+  const float* scale;        // [m][kg / 16]: per group, lane d = block kLaneBlock[d]'s step * 2^63 / 254^(P-1)
+  const std::int32_t* corr;  // [m][kg / 16]: the same lanes, 12 * the block's combined int sum
 };
 
+// Horizontal sum of the 16 int32 lanes of a and b.
+inline std::int32_t hsum_epi32(__m256i a, __m256i b) {
+  const __m256i s = _mm256_add_epi32(a, b);
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+  const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
+}
+
+// Stores the 16 int32 values q0|q1 (all in -127..127) of block b as int8: evens to lo, odds to hi.
+inline void store_block(__m256i q0, __m256i q1, std::int8_t* lo, std::int8_t* hi) {
+  alignas(32) std::int32_t q[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(q), q0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8), q1);
+  for (int j = 0; j < 8; ++j) {
+    lo[j] = static_cast<std::int8_t>(q[2 * j]);
+    hi[j] = static_cast<std::int8_t>(q[2 * j + 1]);
+  }
+}
+
 // False when a row holds NaN or Inf (int8 cannot carry them: the caller takes the fp32 path).
-// Runs once per call, and decode calls the GEMM once per 128-row expert slice, so it is
-// vectorized: a scalar loop (lrintf per element) doubled a slice's time in the MoE benchmark.
+// Runs once per new activation vector; vectorized, since decode calls the GEMM per 128-row
+// expert slice (a scalar loop doubled a slice's time in the MoE benchmark before the reuse).
 // kg is k rounded up to whole groups; blocks past k are zeros (scale 0, correction 0).
+template <int P>
 bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* lo, std::int8_t* hi,
                 float* scale, std::int32_t* corr) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 finite_max = _mm256_set1_ps(3.4028235e38f);
+  const __m256 ratio = _mm256_set1_ps(static_cast<float>(kPartRatio));
+  float part_scale = kInt8ActivationScale;
+  for (int p = 1; p < P; ++p) part_scale /= static_cast<float>(kPartRatio);
   alignas(32) float block[16];
-  alignas(32) std::int32_t q[16];
+  const std::int64_t half = kg / 2;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     for (std::int64_t b = 0; b < kg / 16; ++b) {
@@ -435,23 +471,25 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
       mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, 0xB1));
       const float top = _mm_cvtss_f32(_mm256_castps256_ps128(mx));
       const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
-      // Round to nearest even, as lrintf in the default mode.
-      const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, inv)), q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, inv));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q), q0);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8), q1);
-      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(_mm256_add_epi32(q0, q1)),
-                                       _mm256_extracti128_si256(_mm256_add_epi32(q0, q1), 1));
-      const __m128i s2 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
-      const std::int32_t sum = _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
-      const std::int64_t base = i * (kg / 2) + b * 8;  // block b's 8 even and 8 odd elements
-      for (int j = 0; j < 8; ++j) {
-        lo[base + j] = static_cast<std::int8_t>(q[2 * j]);
-        hi[base + j] = static_cast<std::int8_t>(q[2 * j + 1]);
+      // t = x / step in -127..127; each part rounds (to nearest even, as lrintf) what is left of
+      // t, and the next part takes the residual (exact in fp32) times 254.
+      __m256 t0 = _mm256_mul_ps(v0, inv), t1 = _mm256_mul_ps(v1, inv);
+      std::int32_t combined = 0;
+#pragma GCC unroll 3
+      for (int p = 0; p < P; ++p) {
+        const __m256 r0 = _mm256_round_ps(t0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 r1 = _mm256_round_ps(t1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256i q0 = _mm256_cvtps_epi32(r0), q1 = _mm256_cvtps_epi32(r1);
+        const std::int64_t row = (i * P + p) * half + b * 8;
+        store_block(q0, q1, lo + row, hi + row);
+        combined = combined * kPartRatio + hsum_epi32(q0, q1);
+        t0 = _mm256_mul_ps(_mm256_sub_ps(t0, r0), ratio);
+        t1 = _mm256_mul_ps(_mm256_sub_ps(t1, r1), ratio);
       }
       const std::int64_t g = b / 8, in = b % 8;
       const int lane = in < 2 ? static_cast<int>(in) : in < 4 ? static_cast<int>(in) + 2 : in < 6 ? static_cast<int>(in) - 2 : static_cast<int>(in);
-      scale[i * (kg / 16) + g * 8 + lane] = top / 127.0f * kInt8ActivationScale;
-      corr[i * (kg / 16) + g * 8 + lane] = Int8Table::kInt8WeightOffset * sum;
+      scale[i * (kg / 16) + g * 8 + lane] = top / 127.0f * part_scale;
+      corr[i * (kg / 16) + g * 8 + lane] = Int8Table::kInt8WeightOffset * combined;
     }
   }
   return true;
@@ -467,8 +505,7 @@ inline __m256 group_scales(const std::uint8_t* p, int count, bool table, const f
   return _mm256_castsi256_ps(_mm256_slli_epi32(b, 20));
 }
 
-// The operands of one group of R rows: their code chunks and scales, as locals so that the
-// inner loop keeps everything in registers.
+// The operands, as locals of each kernel instance so that its inner loop keeps them in registers.
 struct Int8Args {
   const std::uint8_t* data;
   const std::uint8_t* scales;
@@ -479,13 +516,25 @@ struct Int8Args {
   const float* e4m3;
 };
 
+// Per block lane: the exact int32 sum of (2 * E2M1 + 12) * q over the group, for one part.
+__attribute__((always_inline)) inline __m256i part_sums(__m256i w0l, __m256i w0h, __m256i w1l, __m256i w1h,
+                                                        const std::int8_t* xl, const std::int8_t* xh) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl))),
+                                      _mm256_maddubs_epi16(w0h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh))));
+  const __m256i p1 =
+      _mm256_add_epi16(_mm256_maddubs_epi16(w1l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + 32))),
+                       _mm256_maddubs_epi16(w1h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + 32))));
+  return _mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+}
+
 // Accumulates rows [n0, n0 + R) x activation rows [0, MB) over groups [g0, g1).
-template <int R, int MB, bool kTableScales, bool kTail>
+template <int P, int R, int MB, bool kTableScales, bool kTail>
 __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const QuantizedX& q, std::int64_t n0,
                                                         std::int64_t g0, std::int64_t g1, __m256 (&acc)[R][MB]) {
   const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kInt8Table.v));
   const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kGroupScaleShuffle.idx));
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ratio = _mm256_set1_epi32(kPartRatio);
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
   const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16, half = a.kg / 2, per_group = a.kg / 16;
@@ -516,16 +565,13 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
       const __m256i w1h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
 #pragma GCC unroll 4
       for (int i = 0; i < MB; ++i) {
-        const std::int8_t* xl = q.lo + i * half + g * 64;
-        const std::int8_t* xh = q.hi + i * half + g * 64;
-        const __m256i p0 = _mm256_add_epi16(
-            _mm256_maddubs_epi16(w0l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl))),
-            _mm256_maddubs_epi16(w0h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh))));
-        const __m256i p1 = _mm256_add_epi16(
-            _mm256_maddubs_epi16(w1l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + 32))),
-            _mm256_maddubs_epi16(w1h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + 32))));
-        const __m256i sum = _mm256_sub_epi32(_mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones)),
-                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.corr + i * per_group + g * 8)));
+        __m256i sum = part_sums(w0l, w0h, w1l, w1h, q.lo + (i * P) * half + g * 64, q.hi + (i * P) * half + g * 64);
+#pragma GCC unroll 2
+        for (int p = 1; p < P; ++p)  // wraps mod 2^32; the corrected total fits (see above)
+          sum = _mm256_add_epi32(_mm256_mullo_epi32(sum, ratio),
+                                 part_sums(w0l, w0h, w1l, w1h, q.lo + (i * P + p) * half + g * 64,
+                                           q.hi + (i * P + p) * half + g * 64));
+        sum = _mm256_sub_epi32(sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.corr + i * per_group + g * 8)));
         const __m256 sa = _mm256_loadu_ps(q.scale + i * per_group + g * 8);
         acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sw, sa), acc[r][i]);
       }
@@ -533,8 +579,9 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
   }
 }
 
-// y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop.
-template <int R, int MB, bool kTableScales>
+// y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop
+// (inlined into one lambda, the loop spilled to the stack and ran at half the speed).
+template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
   __m256 acc[R][MB];
 #pragma GCC unroll 4
@@ -542,27 +589,27 @@ __attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& 
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
   const std::int64_t whole = a.k / kGroup, groups = a.kg / kGroup;  // groups read with plain loads, all groups
-  int8_groups<R, MB, kTableScales, false>(a, q, n0, 0, whole, acc);
-  if (whole < groups) int8_groups<R, MB, kTableScales, true>(a, q, n0, whole, groups, acc);
+  int8_groups<P, R, MB, kTableScales, false>(a, q, n0, 0, whole, acc);
+  if (whole < groups) int8_groups<P, R, MB, kTableScales, true>(a, q, n0, whole, groups, acc);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * a.ws2;
 }
 
-template <int R, int MB>
+template <int P, int R, int MB>
 void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
-  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_kernel<R, MB, true>(a, q, n0);
-  int8_kernel<R, MB, false>(a, q, n0);
+  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_kernel<P, R, MB, true>(a, q, n0);
+  int8_kernel<P, R, MB, false>(a, q, n0);
 }
 
-template <int R>
+template <int P, int R>
 void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
   switch (m) {
-    case 1: return int8_rows<R, 1>(a, q, n0);
-    case 2: return int8_rows<R, 2>(a, q, n0);
-    case 3: return int8_rows<R, 3>(a, q, n0);
-    default: return int8_rows<R, 4>(a, q, n0);
+    case 1: return int8_rows<P, R, 1>(a, q, n0);
+    case 2: return int8_rows<P, R, 2>(a, q, n0);
+    case 3: return int8_rows<P, R, 3>(a, q, n0);
+    default: return int8_rows<P, R, 4>(a, q, n0);
   }
 }
 
@@ -574,17 +621,17 @@ void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int6
 struct Int8Memo {
   const void* buffer;  // the scratch it lives in; another pointer means the contents are gone
   std::int64_t m, k;
+  int parts;
   bool finite;  // false: a row holds NaN/Inf (the exact path runs)
 };
-thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, false};
+thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, 0, false};
 
-}  // namespace
-
-void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+template <int P>
+void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kMaxDecodeM) return nvfp4_gemm(x, m, w, y);
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
-  const std::size_t codes = static_cast<std::size_t>(m * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
+  const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
   const std::size_t lanes_at = (2 * codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
   const std::size_t x_bytes = static_cast<std::size_t>(m * w.k) * sizeof(float);
   auto* buf = static_cast<std::uint8_t*>(thread_scratch(kScratchInt8Activations, x_at + x_bytes));
@@ -593,11 +640,11 @@ void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, floa
   auto* scale = reinterpret_cast<float*>(buf + lanes_at);
   auto* corr = reinterpret_cast<std::int32_t*>(scale + lanes);
   Int8Memo& memo = tl_int8_memo;
-  if (memo.buffer != buf || memo.m != m || memo.k != w.k || std::memcmp(buf + x_at, x, x_bytes) != 0) {
+  if (memo.buffer != buf || memo.m != m || memo.k != w.k || memo.parts != P || std::memcmp(buf + x_at, x, x_bytes) != 0) {
     memo.buffer = nullptr;
-    const bool finite = quantize_x(x, m, w.k, kg, lo, hi, scale, corr);
+    const bool finite = quantize_x<P>(x, m, w.k, kg, lo, hi, scale, corr);
     std::memcpy(buf + x_at, x, x_bytes);
-    memo = Int8Memo{buf, m, w.k, finite};
+    memo = Int8Memo{buf, m, w.k, P, finite};
   }
   if (!memo.finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
   const QuantizedX q{lo, hi, scale, corr};
@@ -606,10 +653,15 @@ void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, floa
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
     std::int64_t n0 = b;
     if (m <= 2) {
-      for (; n0 + 2 <= e; n0 += 2) int8_rows<2>(a, q, m, n0);
+      for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
     }
-    for (; n0 < e; ++n0) int8_rows<1>(a, q, m, n0);
+    for (; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);
   });
 }
+
+}  // namespace
+
+void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<1>(x, m, w, y); }
+void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
 
 }  // namespace fp4serve::kernels::avx2
