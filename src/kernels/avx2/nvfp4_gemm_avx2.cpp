@@ -355,7 +355,8 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 
 // ---- int8 activations: decode that is not ALU-bound on AVX2 ----
 //
-// Activations are quantized per 16-element block to int8 (step = block max / 127), once per call.
+// Activations are quantized per 16-element block to int8 (step = block max / 127), once per new
+// activation vector (Int8Memo below).
 // Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
 // vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
 // the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
