@@ -124,42 +124,47 @@ Backend make_avx2() {
   return b;
 }
 
-// Decode (m <= 4) with int8 activations: on AVX2-only CPUs the exact fp32 decode of E2M1 is
-// ALU-bound (docs/perf.md, session 8), integer dot products are not. Opt-in only
+// AVX2 decode backends on integer dot products: NVFP4 GEMMs (m <= 4) and the MoE's experts run
+// `fp4`; the router stays on the exact fp32 kernel (expert choice never sees quantized
+// activations), m > 4 runs the avx2 panels. They differ in how finely activations are carried.
+// (Kernels are statics of the caller: the Backend keeps pointers.)
+Backend avx2_integer_backend(const char* name, const char* description, int rank, Precision p, const Fp4GemmKernel& fp4,
+                             const GroupedMoeKernel& moe) {
+  Backend b;
+  b.name = name;
+  b.description = description;
+  b.speed_rank = rank;
+  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  b.fp4 = gemm_family(&fp4, p, 4, any_gemm);
+  b.moe = moe_family(&moe, p);
+  return b;
+}
+
+// One int8 per activation: on AVX2-only CPUs the exact fp32 decode of E2M1 is ALU-bound
+// (docs/perf.md, session 8), integer dot products are not. Opt-in only
 // (--allow-int8-activations): the quantization moves logits by about 1 %.
 Backend make_avx2_int8() {
   static const Fp4GemmKernel fp4("avx2-int8", avx2::nvfp4_gemm_int8);
   static const DenseGemmKernel dense("avx2-int8", avx2::dense_gemm);
-  static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);  // routing stays exact
+  static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
-  Backend b;
-  b.name = "avx2-int8";
-  b.description = "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot products; m > 4 as avx2";
-  b.speed_rank = 15;
-  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
-  b.fp4 = gemm_family(&fp4, Precision::Int8Activations, 4, any_gemm);
-  b.moe = moe_family(&moe, Precision::Int8Activations);
-  return b;
+  return avx2_integer_backend("avx2-int8",
+                              "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot "
+                              "products; m > 4 as avx2",
+                              15, Precision::Int8Activations, fp4, moe);
 }
 
-// Decode (m <= 4) with activations as three int8 parts per block: the integer dot products of
-// avx2-int8, three times per decoded weight, at fp32-class precision, so `auto` takes it. On
-// AVX2-only CPUs it replaces the ALU-bound fp32 decode; m > 4 runs the avx2 panels.
+// Three int8 parts per activation block: the same dot products three times per decoded weight,
+// at fp32-class precision, so `auto` takes it; on AVX2-only CPUs it replaces the fp32 decode.
 Backend make_avx2_int8x3() {
   static const Fp4GemmKernel fp4("avx2-int8x3", avx2::nvfp4_gemm_int8x3);
   static const DenseGemmKernel dense("avx2-int8x3", avx2::dense_gemm);
-  static const Fp4GemmKernel router_fp4("avx2-int8x3", avx2::nvfp4_gemm);  // routing stays exact fp32
+  static const Fp4GemmKernel router_fp4("avx2-int8x3", avx2::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx2-int8x3", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
-  Backend b;
-  b.name = "avx2-int8x3";
-  b.description =
-      "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block (within 6.1e-8 of the "
-      "block max), integer dot products; m > 4 as avx2";
-  b.speed_rank = 12;
-  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
-  b.fp4 = gemm_family(&fp4, Precision::Int8x3Activations, 4, any_gemm);
-  b.moe = moe_family(&moe, Precision::Int8x3Activations);
-  return b;
+  return avx2_integer_backend("avx2-int8x3",
+                              "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block "
+                              "(within 6.1e-8 of the block max), integer dot products; m > 4 as avx2",
+                              12, Precision::Int8x3Activations, fp4, moe);
 }
 
 Backend make_avx512() {

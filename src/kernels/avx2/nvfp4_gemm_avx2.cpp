@@ -398,6 +398,7 @@ constexpr std::int32_t kPartRatio = 254;     // each further part resolves the p
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
 // code kLaneBlock[d] of the 8 (broadcast to both halves) into lane d's low byte.
 constexpr int kLaneBlock[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+static_assert(kLaneBlock[kLaneBlock[2]] == 2 && kLaneBlock[kLaneBlock[3]] == 3, "lane order must be its own inverse");
 struct GroupScaleShuffle {
   alignas(32) std::int8_t idx[32];
   constexpr GroupScaleShuffle() : idx{} {
@@ -487,10 +488,11 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
         t0 = _mm256_mul_ps(_mm256_sub_ps(t0, r0), ratio);
         t1 = _mm256_mul_ps(_mm256_sub_ps(t1, r1), ratio);
       }
-      const std::int64_t g = b / 8, in = b % 8;
-      const int lane = in < 2 ? static_cast<int>(in) : in < 4 ? static_cast<int>(in) + 2 : in < 6 ? static_cast<int>(in) - 2 : static_cast<int>(in);
-      scale[i * (kg / 16) + g * 8 + lane] = top / 127.0f * part_scale;
-      corr[i * (kg / 16) + g * 8 + lane] = Int8Table::kInt8WeightOffset * combined;
+      // Block b % 8 of group b / 8 sits in lane kLaneBlock[b % 8]: the order swaps blocks 2, 3
+      // with 4, 5, so it is its own inverse.
+      const std::int64_t at = i * (kg / 16) + b / 8 * 8 + kLaneBlock[b % 8];
+      scale[at] = top / 127.0f * part_scale;
+      corr[at] = Int8Table::kInt8WeightOffset * combined;
     }
   }
   return true;
