@@ -28,6 +28,7 @@ class GroupedMoeKernel final : public MoeKernel {
       : backend_(std::move(backend)), g_(gemms), vm_(&vm) {}
   void run(const float* x, std::int64_t m, const MoeLayer& layer, float* y, Fp4Semantics semantics) const override;
   const VectorMath& vector_math() const { return *vm_; }
+  const MoeGemms& gemms() const { return g_; }
 
  private:
   std::string backend_;

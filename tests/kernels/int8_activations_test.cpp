@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/grouped_moe.h"
 #include "kernels/random_data.h"
 #include "kernels/validation.h"
 #include "util/cpu_features.h"
@@ -168,6 +169,25 @@ TEST(Int8x3Activations, KernelsOfBothClassesKeepTheirOwnQuantization) {
   EXPECT_LE(output_error(fine.data(), exact.data(), 1, 23), 2e-6);
   EXPECT_LE(output_error(fine_again.data(), exact.data(), 1, 23), 2e-6);
   EXPECT_GT(output_error(coarse.data(), exact.data(), 1, 23), 1e-4);
+}
+
+// Both integer backends route with the exact fp32 kernel: a token's experts are chosen from
+// unquantized activations, so the int8 classes change expert outputs, never which experts run.
+TEST(Int8Activations, MoeRouterRunsTheExactKernel) {
+  const Backend* exact = runnable_backend("avx2");
+  if (exact == nullptr) GTEST_SKIP() << "no AVX2 here";
+  Rng rng(7);
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 128, 256);  // a router: 128 experts
+  const auto x = random_activations(rng, 1, 256);
+  std::vector<float> want(128);
+  exact->fp4.gemm->run(x.data(), 1, w->w, want.data(), Fp4Semantics::W4A16);
+  for (const char* name : {"avx2-int8", "avx2-int8x3"}) {
+    const auto* moe = dynamic_cast<const GroupedMoeKernel*>(runnable_backend(name)->moe.moe);
+    ASSERT_NE(moe, nullptr) << name;
+    std::vector<float> got(128, NAN);
+    moe->gemms().router_fp4->run(x.data(), 1, w->w, got.data(), Fp4Semantics::W4A16);
+    EXPECT_EQ(got, want) << name;  // bit for bit: the same kernel
+  }
 }
 
 }  // namespace
