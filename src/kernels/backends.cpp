@@ -149,8 +149,8 @@ Backend make_avx2_int8() {
   static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
   return avx2_integer_backend("avx2-int8",
-                              "AVX2: NVFP4 decode (m <= 4) with activations as int8 per 16-element block, integer dot "
-                              "products; m > 4 as avx2",
+                              "AVX2: NVFP4 with activations as int8 per 16-element block, integer dot products "
+                              "(decode per row, m > 4 in 4-token tiles)",
                               15, Precision::Int8Activations, fp4, moe);
 }
 

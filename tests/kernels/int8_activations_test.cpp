@@ -38,13 +38,14 @@ std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::
   return out;
 }
 
-// The decode cases both int8 classes are checked on: k with every kind of tail (part of a chunk,
-// half a group, whole groups), m = 1..4, 37 rows (pairs and a single), special (negative, NaN)
-// scales, an outlier of 40 (its block's other values get coarse steps) and a zero at the end.
+// The cases both int8 classes are checked on: k with every kind of tail (part of a chunk, half a
+// group, whole groups), m = 1..4 (decode) and 5, 7 (avx2-int8's 4-token tiles with a remainder),
+// 37 rows (pairs and a single), special (negative, NaN) scales, an outlier of 40 (its block's
+// other values get coarse steps) and a zero at the end.
 template <class Check>
-void for_each_decode_case(std::int64_t seed, Check&& check) {
+void for_each_gemm_case(std::int64_t seed, Check&& check) {
   for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
-    for (std::int64_t m : {1, 2, 3, 4}) {
+    for (std::int64_t m : {1, 2, 3, 4, 5, 7}) {
       Rng rng(static_cast<std::uint64_t>(k * seed + m));
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);
       auto x = random_activations(rng, m, k);
@@ -59,7 +60,7 @@ TEST(Int8Activations, EqualsTheReferenceOnQuantizedActivations) {
   if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
   EXPECT_EQ(b->fp4.precision, Precision::Int8Activations);
   const GemmKernel* ref = reference_kernels().fp4_gemm;
-  for_each_decode_case(31, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, const std::vector<float>& x) {
+  for_each_gemm_case(31, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, const std::vector<float>& x) {
     const std::vector<float> xq = int8_model(x, m, k);
     std::vector<float> want(static_cast<std::size_t>(m * 37)), got(want.size(), NAN), exact(want.size());
     ref->run(xq.data(), m, w, want.data(), Fp4Semantics::W4A16);
@@ -77,25 +78,69 @@ TEST(Int8Activations, NonFiniteActivationsTakeTheExactPath) {
   if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
   Rng rng(3);
   auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 9, 64);
-  for (float bad : {NAN, INFINITY}) {
-    auto x = random_activations(rng, 2, 64);
-    x[64 + 5] = bad;  // second row only
-    std::vector<float> y(18, 0.0f);
-    b->fp4.gemm->run(x.data(), 2, w->w, y.data(), Fp4Semantics::W4A16);
-    for (int n = 0; n < 9; ++n) EXPECT_TRUE(std::isnan(y[9 + n]) || std::isinf(y[9 + n])) << "output " << n;
-  }
+  for (std::int64_t m : {2, 6})  // decode and the prefill tiles
+    for (float bad : {NAN, INFINITY}) {
+      auto x = random_activations(rng, m, 64);
+      x[64 * (m - 1) + 5] = bad;  // last row only
+      std::vector<float> y(static_cast<std::size_t>(9 * m), 0.0f);
+      b->fp4.gemm->run(x.data(), m, w->w, y.data(), Fp4Semantics::W4A16);
+      for (int n = 0; n < 9; ++n)
+        EXPECT_TRUE(std::isnan(y[9 * (m - 1) + n]) || std::isinf(y[9 * (m - 1) + n])) << "m=" << m << " output " << n;
+    }
 }
 
-TEST(Int8Activations, PrefillRunsTheExactKernel) {
+// Prefill: 70 tokens of k = 2048 span two token blocks (64 + 6) and end in a 2-token tile, and
+// 61 rows span several row chunks; the codes must meet the right weights in every tile.
+TEST(Int8Activations, PrefillTilesEqualTheReferenceOnQuantizedActivations) {
   const Backend* b = int8_backend();
   if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
   Rng rng(4);
+  constexpr std::int64_t m = 70, n = 61, k = 2048;
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+  const auto x = random_activations(rng, m, k);
+  const std::vector<float> xq = int8_model(x, m, k);
+  std::vector<float> want(m * n), got(want.size(), NAN);
+  reference_kernels().fp4_gemm->run(xq.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
+  b->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
+  EXPECT_LE(output_error(got.data(), want.data(), m, n), 2e-6);
+}
+
+// The largest sums the int16 steps see: every weight +6 or -6 (2 * E2M1 + 12 = 24 or 0) under
+// activations of +-max (code +-127) in every element. A group's sums reach 4 * 24 * 127 * 2 =
+// 24384 before widening; one more term would pass 2^15 and wrap.
+TEST(Int8Activations, LargestProductsStayExact) {
+  for (const char* name : {"avx2-int8", "avx2-int8x3"}) {
+    const Backend* b = runnable_backend(name);
+    if (b == nullptr) GTEST_SKIP() << "no AVX2 here";
+    Rng rng(8);
+    constexpr std::int64_t k = 256, n = 4;
+    for (std::int64_t m : {1, 6}) {
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+      std::fill(w->data.begin(), w->data.begin() + k / 2, 0x77);  // row 0: +6 everywhere
+      std::fill(w->data.begin() + k / 2, w->data.begin() + k, 0xFF);  // row 1: -6 everywhere
+      std::vector<float> x(static_cast<std::size_t>(m * k), 3.0f);
+      for (std::int64_t i = k; i < m * k; ++i) x[i] = i < 2 * k || i % 2 == 0 ? -3.0f : 3.0f;  // -max, then mixed
+      std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size(), NAN);
+      reference_kernels().fp4_gemm->run(x.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
+      b->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
+      EXPECT_LE(output_error(got.data(), want.data(), m, n), 2e-6) << name << " m=" << m;
+    }
+  }
+}
+
+// avx2-int8x3 has no tiles: for m > 4 three parts would cost what the fp32 panels cost, so it
+// runs avx2's exact kernel.
+TEST(Int8x3Activations, PrefillRunsTheExactKernel) {
+  const Backend* b = runnable_backend("avx2-int8x3");
+  const Backend* exact = runnable_backend("avx2");
+  if (b == nullptr || exact == nullptr) GTEST_SKIP() << "no AVX2 here";
+  Rng rng(4);
   auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 21, 128);
-  const auto x = random_activations(rng, 9, 128);  // m > 4: the fp32 panels
+  const auto x = random_activations(rng, 9, 128);
   std::vector<float> want(9 * 21), got(want.size(), NAN);
-  reference_kernels().fp4_gemm->run(x.data(), 9, w->w, want.data(), Fp4Semantics::W4A16);
+  exact->fp4.gemm->run(x.data(), 9, w->w, want.data(), Fp4Semantics::W4A16);
   b->fp4.gemm->run(x.data(), 9, w->w, got.data(), Fp4Semantics::W4A16);
-  EXPECT_LE(output_error(got.data(), want.data(), 9, 21), 2e-6);
+  EXPECT_EQ(got, want);  // bit for bit: the same kernel
 }
 
 // Each thread keeps its last quantization and reuses it for the same activation bits (decode
@@ -140,7 +185,7 @@ TEST(Int8x3Activations, MatchesTheReferenceAtFp32Accuracy) {
   EXPECT_EQ(b->fp4.precision, Precision::Int8x3Activations);
   EXPECT_EQ(validation_tolerance(Precision::Int8x3Activations), validation_tolerance(Precision::Fp32));
   const GemmKernel* ref = reference_kernels().fp4_gemm;
-  for_each_decode_case(37, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, std::vector<float> x) {
+  for_each_gemm_case(37, [&](std::int64_t k, std::int64_t m, const WeightMatrix& w, std::vector<float> x) {
     if (k > 20) x[17] = 1e-6f;  // a tiny element next to ordinary ones
     std::vector<float> want(static_cast<std::size_t>(m * 37)), got(want.size(), NAN), coarse(want.size(), NAN);
     ref->run(x.data(), m, w, want.data(), Fp4Semantics::W4A16);

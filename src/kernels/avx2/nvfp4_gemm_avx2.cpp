@@ -360,14 +360,18 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 // Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
 // vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
 // the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
-// Two 32-byte chunks (128 elements, 8 blocks) go together: vpmaddwd and one vphaddd leave one
+// Two 32-byte chunks (128 elements, 8 blocks) go together: vphaddw and one vpmaddwd leave one
 // int32 lane per block (exact), so one convert, one multiply by (weight scale x activation scale)
 // and one FMA serve 8 blocks, and one 8-byte load brings their 8 scale codes: ≈ 15 instructions
 // per 32 bytes against ≈ 22 for the per-chunk form this replaced and ≈ 45 for the fp32 decode.
 //
+// A vpmaddubsw lane is at most 2 * 24 * 127 = 6096 in size; a chunk's even and odd products add,
+// then vphaddw adds neighbours, still in int16 (4 * 6096 < 2^15), before vpmaddwd widens to int32.
+//
 // Two precisions share the loop (P = activation parts):
 // * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): one int8 per element, llama.cpp's
-//   Q8_0 class one block finer.
+//   Q8_0 class one block finer. For m > 4 (prefill) it runs the same loop over 4-token tiles
+//   (int8_tiles): ≈ 1.7x the fp32 panels' GEMM rate on the EPYC (docs/perf.md, session 10).
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each q an int8
 //   (the residual of each part, times 254, rounds into -127..127), so an element is off by at most
 //   step / (2 * 254^2) = block max * 6.1e-8, fp32's own rounding of the block's largest element.
@@ -394,7 +398,7 @@ constexpr Int8Table kInt8Table;
 constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
 constexpr std::int32_t kPartRatio = 254;     // each further part resolves the previous one's step / 254
 
-// vphaddd of the two chunks' per-half-block sums leaves block order 0 1 4 5 | 2 3 6 7; every
+// vphaddw of the two chunks' per-quarter-block sums leaves block order 0 1 4 5 | 2 3 6 7; every
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
 // code kLaneBlock[d] of the 8 (broadcast to both halves) into lane d's low byte.
 constexpr int kLaneBlock[8] = {0, 1, 4, 5, 2, 3, 6, 7};
@@ -528,7 +532,7 @@ __attribute__((always_inline)) inline __m256i part_sums(__m256i w0l, __m256i w0h
   const __m256i p1 =
       _mm256_add_epi16(_mm256_maddubs_epi16(w1l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + 32))),
                        _mm256_maddubs_epi16(w1h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + 32))));
-  return _mm256_hadd_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+  return _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
 }
 
 // Accumulates rows [n0, n0 + R) x activation rows [0, MB) over groups [g0, g1).
@@ -600,19 +604,48 @@ __attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& 
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * a.ws2;
 }
 
-template <int P, int R, int MB>
-void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
-  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_kernel<P, R, MB, true>(a, q, n0);
-  int8_kernel<P, R, MB, false>(a, q, n0);
+template <int P, int R, bool kTableScales>
+void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
+  switch (m) {
+    case 1: return int8_kernel<P, R, 1, kTableScales>(a, q, n0);
+    case 2: return int8_kernel<P, R, 2, kTableScales>(a, q, n0);
+    case 3: return int8_kernel<P, R, 3, kTableScales>(a, q, n0);
+    default: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
+  }
 }
 
 template <int P, int R>
 void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
-  switch (m) {
-    case 1: return int8_rows<P, R, 1>(a, q, n0);
-    case 2: return int8_rows<P, R, 2>(a, q, n0);
-    case 3: return int8_rows<P, R, 3>(a, q, n0);
-    default: return int8_rows<P, R, 4>(a, q, n0);
+  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_rows<P, R, true>(a, q, m, n0);
+  int8_rows<P, R, false>(a, q, m, n0);
+}
+
+// m > 4 (prefill, batched experts): the decode kernel over tiles of 4 activation rows. A tile's
+// int8 codes (4 x k bytes) stay in L1 while a chunk of weight rows passes under it; the chunk
+// comes from memory for the first tile and from L2 for the others. Tokens go in blocks whose
+// codes fit in L2 beside the chunk; each block reads the weights once more from memory.
+constexpr std::int64_t kTokenBlockBytes = 128 * 1024;
+constexpr std::int64_t kRowChunkBytes = 32 * 1024;
+
+template <int P>
+void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
+  const std::int64_t half = a.kg / 2, per_group = a.kg / 16, row_scales = a.k / 16;
+  std::int64_t block = kTokenBlockBytes / (a.kg * P) / 4 * 4;
+  if (block < 4) block = 4;
+  std::int64_t chunk = kRowChunkBytes / (a.k / 2 + row_scales);
+  if (chunk < 1) chunk = 1;
+  for (std::int64_t t0 = 0; t0 < m; t0 += block) {
+    const std::int64_t t1 = t0 + block < m ? t0 + block : m;
+    for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
+      const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
+      for (std::int64_t i0 = t0; i0 < t1; i0 += 4) {
+        const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
+        Int8Args ai = a;
+        ai.y = a.y + i0 * a.n;
+        const std::int64_t tile = t1 - i0 < 4 ? t1 - i0 : 4;
+        for (std::int64_t n0 = c0; n0 < c1; ++n0) int8_rows<P, 1>(ai, qi, tile, n0);
+      }
+    }
   }
 }
 
@@ -632,7 +665,7 @@ thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, 0, false};
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  if (m > kMaxDecodeM) return nvfp4_gemm(x, m, w, y);
+  if (P > 1 && m > kMaxDecodeM) return nvfp4_gemm(x, m, w, y);  // three parts: no faster than fp32 panels
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
   const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
   const std::size_t lanes_at = (2 * codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
@@ -654,6 +687,7 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
+    if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     std::int64_t n0 = b;
     if (m <= 2) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
