@@ -1,6 +1,7 @@
 // Causal GQA attention for one sequence, AVX2 + FMA: as the AVX-512 version with 8 lanes
-// (head_dim a multiple of 8), with four keys per pass over q and the value accumulators in
-// registers (prefill spends a sixth of its time here on AVX2-only CPUs). ISA translation unit: no standard-library templates here.
+// (head_dim a multiple of 8). Prefill takes one task per (query token, KV head) for all the heads
+// of the group (kv_group); decode one per (query token, head), four keys per pass over q. Value
+// accumulators stay in registers, 64 dims per pass. ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -93,9 +94,84 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
   for (; d0 < D; d0 += 8) value_pass<1>(a, scores, head_offset, visible, d0, inv, out);
 }
 
+constexpr std::int64_t kGroupBlock = 8;  // positions per block on the grouped path
+constexpr std::int64_t kMaxGroup = 64;   // query heads per KV head on the grouped path
+
+// Lane j: the sum of the 8 lanes of v[j].
+__m256 hsum8(const __m256* v) {
+  // Each t holds four vectors' partial sums: over lanes 0-3 in its low half, 4-7 in its high.
+  const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+
+// acc[d0 .. d0 + 8V) += sum_j scores[j] * rows[j][d0 ..] over n rows.
+template <int V>
+void add_values(const float* const* rows, std::int64_t n, const float* scores, std::int64_t d0, float* acc_out) {
+  __m256 acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = _mm256_loadu_ps(acc_out + d0 + 8 * v);
+  for (std::int64_t j = 0; j < n; ++j) {
+    const __m256 s = _mm256_set1_ps(scores[j]);
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(s, _mm256_loadu_ps(rows[j] + d0 + 8 * v), acc[v]);
+  }
+  for (int v = 0; v < V; ++v) _mm256_storeu_ps(acc_out + d0 + 8 * v, acc[v]);
+}
+
+// Prefill: all query heads of KV head g for query token i, 8 positions at a time, so each key and
+// value row comes from L2 once per block and from L1 for the group's other heads (Qwen3-30B-A3B:
+// 8 heads per KV head). The per-head path read every row from L2 once per head.
+void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
+  const std::int64_t D = a.head_dim, visible = a.past + i + 1, kv_stride = a.num_kv_heads * D;
+  const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
+  const std::int64_t stride = (visible + kGroupBlock - 1) / kGroupBlock * kGroupBlock;  // scores row per head
+  float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D)) * sizeof(float)));
+  float* accs = scores + G * stride;  // [G][D] value sums between blocks
+  const float* q = a.q + (i * a.num_heads + h0) * D;
+  const float* rows[kGroupBlock];
+  for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
+    const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
+    // Past the last position, row 0 again: its scores land in the row's padding, never read.
+    for (std::int64_t j = 0; j < kGroupBlock; ++j) rows[j] = kv_row(a, a.k_offset + g * D, kv_stride, p0 + (j < n ? j : 0));
+    for (std::int64_t h = 0; h < G; ++h) {
+      __m256 acc[kGroupBlock];
+      for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_setzero_ps();
+      for (std::int64_t d = 0; d < D; d += 8) {
+        const __m256 qd = _mm256_loadu_ps(q + h * D + d);
+        for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(rows[j] + d), acc[j]);
+      }
+      _mm256_storeu_ps(scores + h * stride + p0, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(a.scale)));
+    }
+  }
+  float inv[kMaxGroup];
+  for (std::int64_t h = 0; h < G; ++h) inv[h] = static_cast<float>(1.0 / avx2::softmax_numerators(scores + h * stride, visible));
+  for (std::int64_t x = 0; x < G * D; x += 8) _mm256_storeu_ps(accs + x, _mm256_setzero_ps());
+  for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
+    const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
+    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row(a, a.v_offset + g * D, kv_stride, p0 + j);
+    for (std::int64_t h = 0; h < G; ++h) {
+      std::int64_t d0 = 0;
+      for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+      for (; d0 < D; d0 += 8) add_values<1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+    }
+  }
+  float* out = a.out + (i * a.num_heads + h0) * D;
+  for (std::int64_t h = 0; h < G; ++h) {
+    const __m256 sc = _mm256_set1_ps(inv[h]);
+    for (std::int64_t d = 0; d < D; d += 8) _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_loadu_ps(accs + h * D + d), sc));
+  }
+}
+
 }  // namespace
 
 void attention(const AttentionArgs& a) {
+  const std::int64_t group = a.num_heads / a.num_kv_heads;
+  // Four tasks per thread at least (prefill), or the per-head split so every core has work (decode).
+  if (group > 1 && group <= kMaxGroup && a.m * a.num_kv_heads >= 4 * kernel_threads()) {
+    parallel_for(a.m * a.num_kv_heads, 1, [&a](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) kv_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
+    });
+    return;
+  }
   parallel_for(a.m * a.num_heads, 1, [&a](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) one_head(a, t / a.num_heads, t % a.num_heads);
   });
