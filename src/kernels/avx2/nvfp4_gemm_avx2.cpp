@@ -638,12 +638,16 @@ void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int
     const std::int64_t t1 = t0 + block < m ? t0 + block : m;
     for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
       const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
+      const bool table = has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);  // once per chunk
       for (std::int64_t i0 = t0; i0 < t1; i0 += 4) {
         const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
         Int8Args ai = a;
         ai.y = a.y + i0 * a.n;
         const std::int64_t tile = t1 - i0 < 4 ? t1 - i0 : 4;
-        for (std::int64_t n0 = c0; n0 < c1; ++n0) int8_rows<P, 1>(ai, qi, tile, n0);
+        for (std::int64_t n0 = c0; n0 < c1; ++n0) {
+          if (table) int8_rows<P, 1, true>(ai, qi, tile, n0);
+          else int8_rows<P, 1, false>(ai, qi, tile, n0);
+        }
       }
     }
   }
