@@ -1,7 +1,8 @@
 // Causal GQA attention for one sequence, AVX2 + FMA: as the AVX-512 version with 8 lanes
 // (head_dim a multiple of 8). Prefill takes one task per (query token, KV head) for all the heads
 // of the group (kv_group); decode one per (query token, head), four keys per pass over q. Value
-// accumulators stay in registers, 64 dims per pass. ISA translation unit: no standard-library templates here.
+// accumulators stay in registers, 64 dims per pass.
+// ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -24,7 +25,7 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
 }
 
-// Lane j of the result: the sum of the 8 lanes of a[j].
+// Lane j of the result: the sum of the 8 lanes of aj.
 __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
