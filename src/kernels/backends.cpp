@@ -150,7 +150,7 @@ Backend make_avx2_int8() {
   static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
   return avx2_integer_backend("avx2-int8",
                               "AVX2: NVFP4 with activations as int8 per 16-element block, integer dot products "
-                              "(decode per row, m > 4 in 4-token tiles)",
+                              "(decode per row, m > 4 in 8-token tiles)",
                               15, Precision::Int8Activations, fp4, moe);
 }
 

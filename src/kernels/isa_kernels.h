@@ -12,7 +12,7 @@ namespace fp4serve::kernels {
 namespace avx2 {
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // Activations quantized to int8 per 16-element block (Precision::Int8Activations), the weights'
-// E2M1 as int8, integer dot products: per row for m <= 4, in 4-token tiles for m > 4; rows with
+// E2M1 as int8, integer dot products: per row for m <= 4, in 8-token tiles for m > 4; rows with
 // NaN/Inf: nvfp4_gemm.
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // m <= 4: activations as three int8 parts per 16-element block (each element within 6.1e-8 of

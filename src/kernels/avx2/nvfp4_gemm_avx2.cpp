@@ -370,8 +370,8 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 //
 // Two precisions share the loop (P = activation parts):
 // * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): one int8 per element, llama.cpp's
-//   Q8_0 class one block finer. For m > 4 (prefill) it runs the same loop over 4-token tiles
-//   (int8_tiles): ≈ 1.7x the fp32 panels' GEMM rate on the EPYC (docs/perf.md, session 10).
+//   Q8_0 class one block finer. For m > 4 (prefill) it runs the same loop over 8-token tiles
+//   (int8_tiles): ≈ 1.8x the fp32 panels' GEMM rate on the EPYC (docs/perf.md, session 10).
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each q an int8
 //   (the residual of each part, times 254, rounds into -127..127), so an element is off by at most
 //   step / (2 * 254^2) = block max * 6.1e-8, fp32's own rounding of the block's largest element.
@@ -548,7 +548,7 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
   for (std::int64_t g = g0; g < g1; ++g) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* row = data + (n0 + r) * row_bytes;
       __m256i v0, v1;
@@ -570,7 +570,7 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
       const __m256i w0h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
       const __m256i w1l = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
       const __m256i w1h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int i = 0; i < MB; ++i) {
         __m256i sum = part_sums(w0l, w0h, w1l, w1h, q.lo + (i * P) * half + g * 64, q.hi + (i * P) * half + g * 64);
 #pragma GCC unroll 2
@@ -591,16 +591,16 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& q, std::int64_t n0) {
   __m256 acc[R][MB];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm256_setzero_ps();
   const std::int64_t whole = a.k / kGroup, groups = a.kg / kGroup;  // groups read with plain loads, all groups
   int8_groups<P, R, MB, kTableScales, false>(a, q, n0, 0, whole, acc);
   if (whole < groups) int8_groups<P, R, MB, kTableScales, true>(a, q, n0, whole, groups, acc);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * a.ws2;
 }
 
@@ -610,7 +610,11 @@ void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int6
     case 1: return int8_kernel<P, R, 1, kTableScales>(a, q, n0);
     case 2: return int8_kernel<P, R, 2, kTableScales>(a, q, n0);
     case 3: return int8_kernel<P, R, 3, kTableScales>(a, q, n0);
-    default: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
+    case 4: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
+    case 5: return int8_kernel<P, R, 5, kTableScales>(a, q, n0);
+    case 6: return int8_kernel<P, R, 6, kTableScales>(a, q, n0);
+    case 7: return int8_kernel<P, R, 7, kTableScales>(a, q, n0);
+    default: return int8_kernel<P, R, 8, kTableScales>(a, q, n0);
   }
 }
 
@@ -620,18 +624,21 @@ void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int6
   int8_rows<P, R, false>(a, q, m, n0);
 }
 
-// m > 4 (prefill, batched experts): the decode kernel over tiles of 4 activation rows. A tile's
-// int8 codes (4 x k bytes) stay in L1 while a chunk of weight rows passes under it; the chunk
+// m > 4 (prefill, batched experts): the decode kernel over tiles of 8 activation rows. A tile's
+// int8 codes (8 x k bytes) stay in L1 while a chunk of weight rows passes under it; the chunk
 // comes from memory for the first tile and from L2 for the others. Tokens go in blocks whose
 // codes fit in L2 beside the chunk; each block reads the weights once more from memory.
+// 8 tokens per tile (8 accumulators + 4 decoded vectors) measured 1.16x 4 and 1.03x 10 or 12,
+// which spill (docs/perf.md, session 10).
 constexpr std::int64_t kTokenBlockBytes = 128 * 1024;
 constexpr std::int64_t kRowChunkBytes = 32 * 1024;
+constexpr std::int64_t kTileTokens = 8;
 
 template <int P>
 void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
   const std::int64_t half = a.kg / 2, per_group = a.kg / 16, row_scales = a.k / 16;
-  std::int64_t block = kTokenBlockBytes / (a.kg * P) / 4 * 4;
-  if (block < 4) block = 4;
+  std::int64_t block = kTokenBlockBytes / (a.kg * P) / kTileTokens * kTileTokens;
+  if (block < kTileTokens) block = kTileTokens;
   std::int64_t chunk = kRowChunkBytes / (a.k / 2 + row_scales);
   if (chunk < 1) chunk = 1;
   for (std::int64_t t0 = 0; t0 < m; t0 += block) {
@@ -639,11 +646,11 @@ void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int
     for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
       const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
       const bool table = has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);  // once per chunk
-      for (std::int64_t i0 = t0; i0 < t1; i0 += 4) {
+      for (std::int64_t i0 = t0; i0 < t1; i0 += kTileTokens) {
         const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
         Int8Args ai = a;
         ai.y = a.y + i0 * a.n;
-        const std::int64_t tile = t1 - i0 < 4 ? t1 - i0 : 4;
+        const std::int64_t tile = t1 - i0 < kTileTokens ? t1 - i0 : kTileTokens;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
           if (table) int8_rows<P, 1, true>(ai, qi, tile, n0);
           else int8_rows<P, 1, false>(ai, qi, tile, n0);
