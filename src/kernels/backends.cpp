@@ -124,49 +124,6 @@ Backend make_avx2() {
   return b;
 }
 
-// AVX2 decode backends on integer dot products: NVFP4 GEMMs (m <= 4) and the MoE's experts run
-// `fp4`; the router stays on the exact fp32 kernel (expert choice never sees quantized
-// activations), m > 4 runs the avx2 panels. They differ in how finely activations are carried.
-// (Kernels are statics of the caller: the Backend keeps pointers.)
-Backend avx2_integer_backend(const char* name, const char* description, int rank, Precision p, const Fp4GemmKernel& fp4,
-                             const GroupedMoeKernel& moe) {
-  Backend b;
-  b.name = name;
-  b.description = description;
-  b.speed_rank = rank;
-  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
-  b.fp4 = gemm_family(&fp4, p, 4, any_gemm);
-  b.moe = moe_family(&moe, p);
-  return b;
-}
-
-// One int8 per activation: on AVX2-only CPUs the exact fp32 decode of E2M1 is ALU-bound
-// (docs/perf.md, session 8), integer dot products are not. Opt-in only
-// (--allow-int8-activations): the quantization moves logits by about 1 %.
-Backend make_avx2_int8() {
-  static const Fp4GemmKernel fp4("avx2-int8", avx2::nvfp4_gemm_int8);
-  static const DenseGemmKernel dense("avx2-int8", avx2::dense_gemm);
-  static const Fp4GemmKernel router_fp4("avx2-int8", avx2::nvfp4_gemm);
-  static const GroupedMoeKernel moe("avx2-int8", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
-  return avx2_integer_backend("avx2-int8",
-                              "AVX2: NVFP4 with activations as int8 per 16-element block, integer dot products "
-                              "(decode per row, m > 4 in 8-token tiles)",
-                              15, Precision::Int8Activations, fp4, moe);
-}
-
-// Three int8 parts per activation block: the same dot products three times per decoded weight,
-// at fp32-class precision, so `auto` takes it; on AVX2-only CPUs it replaces the fp32 decode.
-Backend make_avx2_int8x3() {
-  static const Fp4GemmKernel fp4("avx2-int8x3", avx2::nvfp4_gemm_int8x3);
-  static const DenseGemmKernel dense("avx2-int8x3", avx2::dense_gemm);
-  static const Fp4GemmKernel router_fp4("avx2-int8x3", avx2::nvfp4_gemm);
-  static const GroupedMoeKernel moe("avx2-int8x3", {&fp4, &dense, &router_fp4, &dense}, avx2_vector_math());
-  return avx2_integer_backend("avx2-int8x3",
-                              "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block "
-                              "(within 6.1e-8 of the block max), integer dot products; m > 4 as avx2",
-                              12, Precision::Int8x3Activations, fp4, moe);
-}
-
 Backend make_avx512() {
   static const DenseGemmKernel dense("avx512", avx512::dense_gemm);
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
@@ -185,6 +142,82 @@ Backend make_avx512() {
   b.attention = attention_family(&attention, 16);
   b.linear_attention = linear_family(&conv, &delta);
   return b;
+}
+
+// Decode backends on integer dot products (avx2-int8/-int8x3, avx512-int8/-int8x3): NVFP4
+// GEMMs and the MoE's experts run the integer kernel `fp4`; the router stays on the exact fp32
+// kernel of the same instruction set (expert choice never sees quantized activations), and dense
+// weights on its fp32 dense GEMM. The backends of one instruction set differ in how finely
+// activations are carried. They declare no attention or dense family: the fp32 backend of their
+// instruction set covers those.
+struct IntegerKernels {
+  Fp4GemmKernel fp4;
+  DenseGemmKernel dense;
+  Fp4GemmKernel router_fp4;
+  GroupedMoeKernel moe;
+  IntegerKernels(const char* name, GemmCore integer, GemmCore exact, GemmCore dense_core, const VectorMath& vm)
+      : fp4(name, integer), dense(name, dense_core), router_fp4(name, exact), moe(name, {&fp4, &dense, &router_fp4, &dense}, vm) {}
+};
+
+// (The kernels are statics of the caller: the Backend keeps pointers.)
+Backend integer_backend(const char* name, const char* description, int rank, Precision p, std::vector<CpuFeature> needs,
+                        const IntegerKernels& k) {
+  Backend b;
+  b.name = name;
+  b.description = description;
+  b.speed_rank = rank;
+  b.needs = std::move(needs);
+  b.fp4 = gemm_family(&k.fp4, p, 4, any_gemm);
+  b.moe = moe_family(&k.moe, p);
+  return b;
+}
+
+const std::vector<CpuFeature> kAvx2Needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+const std::vector<CpuFeature> kVnniNeeds = {CpuFeature::AVX512F,     CpuFeature::AVX512BW,    CpuFeature::AVX512VL,
+                                            CpuFeature::AVX512DQ,    CpuFeature::AVX512_VNNI, CpuFeature::AVX512_VBMI,
+                                            CpuFeature::FMA,         CpuFeature::F16C};
+
+// One int8 per activation: on AVX2-only CPUs the exact fp32 decode of E2M1 is ALU-bound
+// (docs/perf.md, session 8), integer dot products are not. Opt-in only
+// (--allow-int8-activations): the quantization moves logits by about 1 %. m > 4 in 8-token tiles.
+Backend make_avx2_int8() {
+  static const IntegerKernels k("avx2-int8", avx2::nvfp4_gemm_int8, avx2::nvfp4_gemm, avx2::dense_gemm, avx2_vector_math());
+  return integer_backend("avx2-int8",
+                         "AVX2: NVFP4 with activations as int8 per 16-element block, integer dot products "
+                         "(decode per row, m > 4 in 8-token tiles)",
+                         15, Precision::Int8Activations, kAvx2Needs, k);
+}
+
+// Three int8 parts per activation block: the same dot products three times per decoded weight,
+// at fp32-class precision, so `auto` takes it; on AVX2-only CPUs it replaces the fp32 decode.
+Backend make_avx2_int8x3() {
+  static const IntegerKernels k("avx2-int8x3", avx2::nvfp4_gemm_int8x3, avx2::nvfp4_gemm, avx2::dense_gemm,
+                                avx2_vector_math());
+  return integer_backend("avx2-int8x3",
+                         "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block "
+                         "(within 6.1e-8 of the block max), integer dot products; m > 4 as avx2",
+                         12, Precision::Int8x3Activations, kAvx2Needs, k);
+}
+
+// The same two classes on AVX-512 VNNI + VBMI (vpdpbusd: 64 products per instruction; vpermb),
+// for AVX-512 CPUs without AMX (AMD Zen 4, Intel Ice Lake). On a Zen 4 the fp32 avx512 decode
+// is ALU-bound at 26 GB/s from cache; the one-part kernel streams 49 (docs/perf.md, session 11).
+Backend make_avx512_int8() {
+  static const IntegerKernels k("avx512-int8", vnni::nvfp4_gemm_int8, avx512::nvfp4_gemm, avx512::dense_gemm,
+                                avx512_vector_math());
+  return integer_backend("avx512-int8",
+                         "AVX-512 VNNI: NVFP4 with activations as int8 per 16-element block, vpdpbusd dot products "
+                         "(decode per row, m > 4 in 8-token tiles)",
+                         25, Precision::Int8Activations, kVnniNeeds, k);
+}
+
+Backend make_avx512_int8x3() {
+  static const IntegerKernels k("avx512-int8x3", vnni::nvfp4_gemm_int8x3, avx512::nvfp4_gemm, avx512::dense_gemm,
+                                avx512_vector_math());
+  return integer_backend("avx512-int8x3",
+                         "AVX-512 VNNI: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element "
+                         "block (within 6.1e-8 of the block max), vpdpbusd dot products; m > 4 as avx512",
+                         22, Precision::Int8x3Activations, kVnniNeeds, k);
 }
 
 const std::vector<CpuFeature>& amx_needs() {
@@ -242,7 +275,8 @@ Backend make_amx_bf16() {
 }  // namespace
 
 const std::vector<Backend>& compiled_backends() {
-  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512(), make_avx2_int8(), make_avx2_int8x3(), make_avx2(),
+  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512_int8(), make_avx512_int8x3(), make_avx512(),
+                                             make_avx2_int8(), make_avx2_int8x3(), make_avx2(),
                                              make_reference()};
   return all;
 }

@@ -1,10 +1,10 @@
-# Fails the build when an instruction-set object file (avx2/, avx512/, amx/) defines a weak
+# Fails the build when an instruction-set object file (avx2/, avx512/, vnni/, amx/) defines a weak
 # code symbol: a template or inline function instantiated there may be the copy the linker keeps for
 # generic callers, which would then execute AVX-512/AMX instructions on any CPU.
 # Invoked after fp4serve_kernels is built with -DNM=<nm> -DOBJECTS=<object files joined by '|'>.
 string(REPLACE "|" ";" objects "${OBJECTS}")
 foreach(obj IN LISTS objects)
-  if(NOT obj MATCHES "/(avx2|avx512|amx)/")
+  if(NOT obj MATCHES "/(avx2|avx512|vnni|amx)/")
     continue()
   endif()
   execute_process(COMMAND ${NM} -C ${obj} OUTPUT_VARIABLE syms RESULT_VARIABLE rc)

@@ -18,6 +18,7 @@
 #ifndef FP4SERVE_KERNEL_FLAGS_AVX2
 #define FP4SERVE_KERNEL_FLAGS_AVX2 ""
 #define FP4SERVE_KERNEL_FLAGS_AVX512 ""
+#define FP4SERVE_KERNEL_FLAGS_VNNI ""
 #define FP4SERVE_KERNEL_FLAGS_AMX ""
 #endif
 
@@ -41,7 +42,7 @@ nlohmann::json build_json() {
   return {{"version", build::kVersion},  {"git_revision", build::kGitRevision}, {"compiler", build::kCompiler},
           {"build_type", build::kBuildType}, {"cxx_flags", build::kCxxFlags},     {"sanitizers", sanitizers},
           {"assertions", assertions},
-          {"kernel_flags", {{"avx2", FP4SERVE_KERNEL_FLAGS_AVX2}, {"avx512", FP4SERVE_KERNEL_FLAGS_AVX512}, {"amx", FP4SERVE_KERNEL_FLAGS_AMX}}}};
+          {"kernel_flags", {{"avx2", FP4SERVE_KERNEL_FLAGS_AVX2}, {"avx512", FP4SERVE_KERNEL_FLAGS_AVX512}, {"vnni", FP4SERVE_KERNEL_FLAGS_VNNI}, {"amx", FP4SERVE_KERNEL_FLAGS_AMX}}}};
 }
 
 nlohmann::json os_json() {

@@ -33,6 +33,14 @@ void conv1d(const Conv1dArgs& args);                            // pre-activatio
 void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx512
 
+namespace vnni {
+// AVX-512 VNNI + VBMI: the avx2 int8 kernels' classes with vpdpbusd (one instruction per 64
+// products) and vpermb. Per row for m <= 4, in 8-token tiles for m > 4; rows with NaN/Inf run
+// avx512::nvfp4_gemm.
+void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y);    // int8-activations
+void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // int8x3-activations
+}  // namespace vnni
+
 namespace amx {
 // BF16 tiles: activations rounded to bf16, fp32 accumulation. Any m >= 1 works; the wrapper
 // sends small m to avx512, where tiles do not pay.

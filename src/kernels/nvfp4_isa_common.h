@@ -3,9 +3,10 @@
 // Everything here has internal linkage (static or in an unnamed namespace), so each ISA
 // translation unit compiles its own copy with its own flags and the linker never picks one for
 // another (src/kernels/check_isa_objects.cmake fails the build on weak symbols there).
-#include <xmmintrin.h>
+#include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace fp4serve::kernels {
 namespace {
@@ -44,6 +45,77 @@ inline void prefetch_rows_start(const std::uint8_t* data, const std::uint8_t* sc
   }
   const char* s = reinterpret_cast<const char*>(scales + b * row_scales);
   for (std::int64_t off = 0; off < (last - b) * row_scales; off += 64) _mm_prefetch(s + off, _MM_HINT_T0);
+}
+
+#if defined(__AVX512BW__)
+// True when one of the `count` E4M3 codes at p has the sign bit or is 0x7F (NaN): such a row
+// group cannot take the shift-into-the-exponent conversion and reads the table instead.
+inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
+  const __m512i nan = _mm512_set1_epi8(0x7F);
+  for (std::int64_t i = 0; i < count; i += 64) {
+    const std::int64_t left = count - i;
+    const __mmask64 keep = left >= 64 ? ~0ull : (1ull << left) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(keep, p + i);
+    if ((_mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan)) & keep) return true;
+  }
+  return false;
+}
+#endif
+
+// ---- int8-activation kernels (avx2/, vnni/) ----
+
+// Decode calls the GEMM once per 128-row slice of each expert, with the same activations again
+// and again (gate and up: the token's hidden state, for every expert; down: one expert's SiLU
+// output, for each of its 16 slices). So each thread keeps its last quantization next to a copy of
+// the activations it came from, and reuses it when they are the same bits: comparing costs about
+// a third of quantizing, and the quantization was 6 % of decode (docs/perf.md, session 9).
+// Each instruction set keeps its own memo and scratch slot: their code layouts differ.
+struct Int8Memo {
+  const void* buffer;  // the scratch it lives in; another pointer means the contents are gone
+  std::int64_t m, k;
+  int parts;
+  bool finite;  // false: a row holds NaN/Inf (the exact path runs)
+};
+
+// Quantizes x (m x k) into `buffer` by calling quantize() (which returns false on NaN/Inf)
+// unless the memo says the buffer already holds x's quantization; `x_copy` (m * k floats inside
+// the buffer) remembers the bits. Returns whether x is finite.
+template <class Quantize>
+bool refresh_int8_memo(Int8Memo& memo, const void* buffer, const float* x, std::int64_t m, std::int64_t k, int parts,
+                       void* x_copy, Quantize&& quantize) {
+  const std::size_t x_bytes = static_cast<std::size_t>(m * k) * sizeof(float);
+  if (memo.buffer != buffer || memo.m != m || memo.k != k || memo.parts != parts || std::memcmp(x_copy, x, x_bytes) != 0) {
+    memo.buffer = nullptr;
+    const bool finite = quantize();
+    std::memcpy(x_copy, x, x_bytes);
+    memo = Int8Memo{buffer, m, k, parts, finite};
+  }
+  return memo.finite;
+}
+
+// The m > 4 schedule of the int8 kernels over rows [b, e): tiles of `tile_tokens` tokens whose
+// codes stay in L1 while a chunk of ~`row_chunk_bytes` of weight rows passes under them, from
+// memory for the first tile and from L2 for the others; tokens go in blocks of ~`token_block_bytes`
+// of codes (`code_bytes_per_token` each), which fit in L2 beside the chunk. Per chunk,
+// chunk_table(c0, c1) says whether its scales need the table; then tile(i0, tokens, c0, c1, table)
+// for each tile.
+template <class ChunkTable, class Tile>
+void for_each_int8_tile(std::int64_t m, std::int64_t b, std::int64_t e, std::int64_t code_bytes_per_token,
+                        std::int64_t row_bytes, std::int64_t token_block_bytes, std::int64_t row_chunk_bytes,
+                        std::int64_t tile_tokens, ChunkTable&& chunk_table, Tile&& tile) {
+  std::int64_t block = token_block_bytes / code_bytes_per_token / tile_tokens * tile_tokens;
+  if (block < tile_tokens) block = tile_tokens;
+  std::int64_t chunk = row_chunk_bytes / row_bytes;
+  if (chunk < 1) chunk = 1;
+  for (std::int64_t t0 = 0; t0 < m; t0 += block) {
+    const std::int64_t t1 = t0 + block < m ? t0 + block : m;
+    for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
+      const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
+      const bool table = chunk_table(c0, c1);  // once per chunk
+      for (std::int64_t i0 = t0; i0 < t1; i0 += tile_tokens)
+        tile(i0, t1 - i0 < tile_tokens ? t1 - i0 : tile_tokens, c0, c1, table);
+    }
+  }
 }
 
 }  // namespace

@@ -15,8 +15,9 @@ enum ScratchSlot : int {
   kScratchAttention = 10,       // attention scores
   kScratchLinearAttention = 11,  // a delta rule task's state slice
   kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers
-  kScratchInt8Activations = 13,  // the int8 GEMM's last quantized activations, kept across calls
-  kScratchSlots = 14,
+  kScratchInt8Activations = 13,  // the AVX2 int8 GEMM's last quantized activations, kept across calls
+  kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
+  kScratchSlots = 15,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

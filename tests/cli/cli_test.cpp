@@ -204,16 +204,18 @@ TEST_F(Cli, RunRejectsMissingPromptAndChecksWeights) {
 
 // With the fastest backends deliberately broken, auto falls back to ones that pass validation,
 // says so, and the model still prints transformers' tokens. Each fault set breaks the fastest
-// backends from the top (amx, then avx512, then avx2), so that validation reaches each broken
-// one this CPU runs and has to reject it, on an AMX Xeon and on an AVX2-only EPYC alike.
+// backends from the top (amx, then the AVX-512 ones, then the AVX2 ones), so that validation
+// reaches each broken one this CPU runs and has to reject it, on an AMX Xeon, an AVX-512 EPYC
+// (Zen 4, VNNI) and an AVX2-only EPYC alike.
 TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
   const fs::path fixture = fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt";
   std::ifstream in(fixture / "oracle.json");
   const auto oracle = nlohmann::json::parse(in);
   std::string ids;
   for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  for (const char* faults : {"amx:zeros,avx512:nan", "amx:nan,avx512:nibble-swap,avx2-int8x3:nan,avx2:no-block-scale",
-                             "amx:tail,avx512:tail,avx2-int8x3:tail,avx2:tail"}) {
+  for (const char* faults : {"amx:zeros,avx512-int8x3:zeros,avx512:nan",
+                             "amx:nan,avx512-int8x3:no-block-scale,avx512:nibble-swap,avx2-int8x3:nan,avx2:no-block-scale",
+                             "amx:tail,avx512-int8x3:tail,avx512:tail,avx2-int8x3:tail,avx2:tail"}) {
     ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
     auto r = run_cli("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
     ::unsetenv("FP4SERVE_INJECT_FAULT");
@@ -237,7 +239,7 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
       }
     }
     bool runs_a_broken_one = false;
-    for (const char* name : {"amx", "avx512", "avx2-int8x3", "avx2"})
+    for (const char* name : {"amx", "avx512-int8x3", "avx512", "avx2-int8x3", "avx2"})
       runs_a_broken_one |= broken.find(std::string(name) + ":") != std::string::npos && cpu_runs_backend(name);
     if (runs_a_broken_one) {
       EXPECT_GT(failed, 0) << faults;

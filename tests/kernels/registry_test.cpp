@@ -102,21 +102,32 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
   for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe}) {
     const FamilyReport& fam = r.family(f);
     EXPECT_NE(verdict(r, f, fam.chosen).precision, "int8-activations") << family_name(f);
-    const Verdict& v = verdict(r, f, "avx2-int8");
-    if (v.status == VerdictStatus::Unsupported) continue;  // no AVX2 here
-    EXPECT_EQ(v.status, VerdictStatus::NotTried);
-    EXPECT_NE(v.reason.find("--allow-int8-activations"), std::string::npos) << v.reason;
+    for (const char* name : {"avx512-int8", "avx2-int8"}) {
+      const Verdict& v = verdict(r, f, name);
+      if (v.status == VerdictStatus::Unsupported) continue;  // not on this CPU
+      EXPECT_EQ(v.status, VerdictStatus::NotTried) << name;
+      EXPECT_NE(v.reason.find("--allow-int8-activations"), std::string::npos) << v.reason;
+    }
   }
-  // Allowed, auto takes it where nothing faster runs (an AVX2-only CPU); named, it is used.
+  // Named, each one this CPU runs is used. Allowed, auto takes the one of the widest instruction
+  // set where no AMX backend ranks above it (an AVX-512 VNNI CPU without AMX; an AVX2-only CPU).
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
-  if (std::find(fp4.begin(), fp4.end(), "avx2-int8") == fp4.end()) return;
-  o.fp4_gemm = "avx2-int8";
-  auto named = select_kernels(o, builtin_shapes());
-  EXPECT_EQ(named->report().family(OpFamily::Fp4Gemm).chosen, "avx2-int8");
-  EXPECT_EQ(verdict(named->report(), OpFamily::Fp4Gemm, "avx2-int8").status, VerdictStatus::Passed);
-  if (!cpu_features().usable(CpuFeature::AVX512F)) {
-    BackendOptions allowed = quiet_options();
-    EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, "avx2-int8");
+  for (const char* name : {"avx512-int8", "avx2-int8"}) {
+    if (std::find(fp4.begin(), fp4.end(), name) == fp4.end()) continue;
+    BackendOptions named_options = o;
+    named_options.fp4_gemm = name;
+    auto named = select_kernels(named_options, builtin_shapes());
+    EXPECT_EQ(named->report().family(OpFamily::Fp4Gemm).chosen, name);
+    EXPECT_EQ(verdict(named->report(), OpFamily::Fp4Gemm, name).status, VerdictStatus::Passed) << name;
+  }
+  const bool amx = cpu_features().usable(CpuFeature::AMX_TILE);
+  const char* expected = nullptr;
+  if (std::find(fp4.begin(), fp4.end(), "avx512-int8") != fp4.end()) expected = amx ? nullptr : "avx512-int8";
+  else if (!cpu_features().usable(CpuFeature::AVX512F) && std::find(fp4.begin(), fp4.end(), "avx2-int8") != fp4.end())
+    expected = "avx2-int8";
+  if (expected != nullptr) {
+    BackendOptions allowed = quiet_options();  // allows int8 activations
+    EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, expected);
   }
 }
 

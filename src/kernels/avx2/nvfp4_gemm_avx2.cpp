@@ -356,7 +356,7 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 // ---- int8 activations: decode that is not ALU-bound on AVX2 ----
 //
 // Activations are quantized per 16-element block to int8 (step = block max / 127), once per new
-// activation vector (Int8Memo below).
+// activation vector (Int8Memo in kernels/nvfp4_isa_common.h).
 // Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
 // vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
 // the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
@@ -624,12 +624,9 @@ void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int6
   int8_rows<P, R, false>(a, q, m, n0);
 }
 
-// m > 4 (prefill, batched experts): the decode kernel over tiles of 8 activation rows. A tile's
-// int8 codes (8 x k bytes) stay in L1 while a chunk of weight rows passes under it; the chunk
-// comes from memory for the first tile and from L2 for the others. Tokens go in blocks whose
-// codes fit in L2 beside the chunk; each block reads the weights once more from memory.
-// 8 tokens per tile (8 accumulators + 4 decoded vectors) measured 1.16x 4 and 1.03x 10 or 12,
-// which spill (docs/perf.md, session 10).
+// m > 4 (prefill, batched experts): the decode kernel over tiles of 8 activation rows
+// (for_each_int8_tile in nvfp4_isa_common.h). 8 tokens per tile (8 accumulators + 4 decoded
+// vectors) measured 1.16x 4 and 1.03x 10 or 12, which spill (docs/perf.md, session 10).
 constexpr std::int64_t kTokenBlockBytes = 128 * 1024;
 constexpr std::int64_t kRowChunkBytes = 32 * 1024;
 constexpr std::int64_t kTileTokens = 8;
@@ -637,41 +634,23 @@ constexpr std::int64_t kTileTokens = 8;
 template <int P>
 void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
   const std::int64_t half = a.kg / 2, per_group = a.kg / 16, row_scales = a.k / 16;
-  std::int64_t block = kTokenBlockBytes / (a.kg * P) / kTileTokens * kTileTokens;
-  if (block < kTileTokens) block = kTileTokens;
-  std::int64_t chunk = kRowChunkBytes / (a.k / 2 + row_scales);
-  if (chunk < 1) chunk = 1;
-  for (std::int64_t t0 = 0; t0 < m; t0 += block) {
-    const std::int64_t t1 = t0 + block < m ? t0 + block : m;
-    for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
-      const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
-      const bool table = has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);  // once per chunk
-      for (std::int64_t i0 = t0; i0 < t1; i0 += kTileTokens) {
+  for_each_int8_tile(
+      m, b, e, a.kg * P, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
+      [&a, row_scales](std::int64_t c0, std::int64_t c1) {
+        return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
+      },
+      [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
         const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
         Int8Args ai = a;
         ai.y = a.y + i0 * a.n;
-        const std::int64_t tile = t1 - i0 < kTileTokens ? t1 - i0 : kTileTokens;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
-          if (table) int8_rows<P, 1, true>(ai, qi, tile, n0);
-          else int8_rows<P, 1, false>(ai, qi, tile, n0);
+          if (table) int8_rows<P, 1, true>(ai, qi, tokens, n0);
+          else int8_rows<P, 1, false>(ai, qi, tokens, n0);
         }
-      }
-    }
-  }
+      });
 }
 
-// Decode calls the GEMM once per 128-row slice of each expert, with the same activations again
-// and again (gate and up: the token's hidden state, for every expert; down: one expert's SiLU
-// output, for each of its 16 slices). So each thread keeps its last quantization next to a copy of
-// the activations it came from, and reuses it when they are the same bits: comparing costs about
-// a third of quantizing, and the quantization was 6 % of decode.
-struct Int8Memo {
-  const void* buffer;  // the scratch it lives in; another pointer means the contents are gone
-  std::int64_t m, k;
-  int parts;
-  bool finite;  // false: a row holds NaN/Inf (the exact path runs)
-};
-thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, 0, false};
+thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
@@ -680,20 +659,15 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
   const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
   const std::size_t lanes_at = (2 * codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
-  const std::size_t x_bytes = static_cast<std::size_t>(m * w.k) * sizeof(float);
-  auto* buf = static_cast<std::uint8_t*>(thread_scratch(kScratchInt8Activations, x_at + x_bytes));
+  auto* buf = static_cast<std::uint8_t*>(
+      thread_scratch(kScratchInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
   auto* lo = reinterpret_cast<std::int8_t*>(buf);
   auto* hi = lo + codes;
   auto* scale = reinterpret_cast<float*>(buf + lanes_at);
   auto* corr = reinterpret_cast<std::int32_t*>(scale + lanes);
-  Int8Memo& memo = tl_int8_memo;
-  if (memo.buffer != buf || memo.m != m || memo.k != w.k || memo.parts != P || std::memcmp(buf + x_at, x, x_bytes) != 0) {
-    memo.buffer = nullptr;
-    const bool finite = quantize_x<P>(x, m, w.k, kg, lo, hi, scale, corr);
-    std::memcpy(buf + x_at, x, x_bytes);
-    memo = Int8Memo{buf, m, w.k, P, finite};
-  }
-  if (!memo.finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
+  const bool finite = refresh_int8_memo(tl_int8_memo, buf, x, m, w.k, P, buf + x_at,
+                                        [&] { return quantize_x<P>(x, m, w.k, kg, lo, hi, scale, corr); });
+  if (!finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
   const QuantizedX q{lo, hi, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {

@@ -130,18 +130,6 @@ constexpr float kTableScale = 0x1p64f;
 constexpr float kScaleBitsScale = 0x1p-120f;
 constexpr float kUndo = 0x1p56f;  // 1 / (kTableScale * kScaleBitsScale)
 
-// True when one of the `count` codes at p has the sign bit or is 0x7F.
-inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
-  const __m512i nan = _mm512_set1_epi8(0x7F);
-  for (std::int64_t i = 0; i < count; i += 64) {
-    const std::int64_t left = count - i;
-    const __mmask64 keep = left >= 64 ? ~0ull : (1ull << left) - 1;
-    const __m512i v = _mm512_maskz_loadu_epi8(keep, p + i);
-    if ((_mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan)) & keep) return true;
-  }
-  return false;
-}
-
 constexpr ScaleShuffle<16> kScaleShuffle;
 
 // Lane d = bits of scale code d / 2, as above (codes without the sign bit, not NaN).

@@ -1,0 +1,307 @@
+// NVFP4 x int8-activation GEMM on AVX-512 VNNI + VBMI: the integer decode of the avx2 int8
+// kernels (avx2/nvfp4_gemm_avx2.cpp) with one instruction where AVX2 needs four.
+//
+// A group is 128 elements of a row: 64 code bytes, 8 blocks of 16. Byte 8b + j of a group holds
+// elements 2j (low nibble) and 2j + 1 (high nibble) of block b.
+//   lo = vpermb(v, T), hi = vpermb(v >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
+// (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask).
+// Activations are quantized per 16-element block to int8 in the same split (even elements of
+// block b at bytes 8b .. 8b+7 of `lo`, odd ones of `hi`), so
+//   s = vpdpbusd(vpdpbusd(-corr, lo, xlo), hi, xhi)
+// leaves in int32 lane l the exact sum over elements 8l' .. 8l'+7 of the lane's half block
+// (lane 2b: elements 0..7 of block b, lane 2b + 1: 8..15), minus the offset's 12 * sum(q), which
+// the quantization stores negated per lane as the accumulator's starting value. Both lanes of a
+// block share its scale, so one convert, one multiply (weight scale x activation scale) and one
+// FMA per 16 lanes finish a group: about 11 vector instructions per 64 weight bytes at m = 1,
+// against about 27 for the fp32 AVX-512 decode (8 permutes, 7 shifts, 8 FMAs and the scales).
+// Lane sums are at most 8 * 24 * 127 + 12 * 8 * 127 < 2^15: exact in int32 and in fp32.
+//
+// Two precisions share the loop (P = activation parts per element), as on AVX2:
+// * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): step = block max / 127.
+// * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each element
+//   within step / (2 * 254^2) = block max * 6.1e-8. The three lane sums are exact integers; they
+//   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
+// m <= 4 (decode) runs R rows x m tokens per loop. For m > 4 (prefill, batched experts) P = 1
+// runs the same loop over 8-token tiles whose codes stay in L1 while a chunk of rows passes under
+// them; P = 3 runs the exact avx512 kernel, which is faster there.
+//
+// Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
+// 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
+// is multiplied back by 2^56 once. A row group with a negative or NaN (0x7F) scale code reads the
+// E4M3 table instead. Rows with NaN/Inf activations run the exact avx512 kernel.
+// ISA translation unit: no standard-library templates here (see avx512/nvfp4_gemm_avx512.cpp).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/isa_kernels.h"
+#include "kernels/lut.h"
+#include "kernels/nvfp4_isa_common.h"
+#include "kernels/scratch.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::kernels::vnni {
+
+namespace {
+
+constexpr std::int64_t kGroup = 128;     // elements per step: 64 code bytes, 16 int32 lanes
+constexpr std::int64_t kLanes = 16;      // per group
+constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
+constexpr std::int32_t kPartRatio = 254;
+constexpr std::int32_t kWeightOffset = 12;
+constexpr float kActivationScale = 0x1p63f;  // 0.5 * 2^64
+constexpr float kScaleBitsScale = 0x1p-120f;
+constexpr float kUndo = 0x1p56f;  // 1 / (2^64 * 2^-120)
+// As the avx512 kernel: short rows defeat the hardware prefetcher.
+constexpr std::int64_t kPrefetchL1Bytes = 4096;
+constexpr std::int64_t kPrefetchL2Bytes = 16384;
+
+// 2 * E2M1 + 12 for codes 0..15, four times (vpermb indexes 64 bytes).
+struct WeightTable {
+  alignas(64) std::uint8_t v[64];
+  constexpr WeightTable() : v{} {
+    constexpr int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+    for (int i = 0; i < 64; ++i) {
+      const int c = i & 15;
+      v[i] = static_cast<std::uint8_t>(kWeightOffset + (c < 8 ? mag[c] : -mag[c - 8]));
+    }
+  }
+};
+constexpr WeightTable kWeightTable;
+
+// Bytes 0..7 of a block's 16 int8 codes: its even elements; bytes 8..15: its odd ones.
+struct EvenOdd {
+  alignas(16) std::int8_t idx[16];
+  constexpr EvenOdd() : idx{} {
+    for (int j = 0; j < 8; ++j) {
+      idx[j] = static_cast<std::int8_t>(2 * j);
+      idx[8 + j] = static_cast<std::int8_t>(2 * j + 1);
+    }
+  }
+};
+constexpr EvenOdd kEvenOdd;
+
+constexpr ScaleShuffle<16> kScaleShuffle;  // lane d = scale code d / 2
+
+// Activation row i, part p lives at index i * P + p of the code and correction arrays.
+struct QuantizedX {
+  const std::int8_t* lo;     // [m * P][kg / 2]
+  const std::int8_t* hi;     // [m * P][kg / 2]
+  const std::int32_t* corr;  // [m * P][kg / 8]: lane l = -12 * the sum of its 8 codes
+  const float* scale;        // [m][kg / 8]: lane l = its block's step * 2^63
+};
+
+// False when a row holds NaN or Inf (int8 cannot carry them: the caller takes the fp32 path).
+template <int P>
+bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* lo, std::int8_t* hi,
+                std::int32_t* corr, float* scale) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
+  const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
+  const __m128i even_odd = _mm_load_si128(reinterpret_cast<const __m128i*>(kEvenOdd.idx));
+  const std::int64_t half = kg / 2, lanes = kg / 8;
+  for (std::int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * k;
+    for (std::int64_t b = 0; b < kg / 16; ++b) {
+      const std::int64_t left = k - 16 * b;
+      const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);  // zeros past k
+      const __m512 a = _mm512_and_ps(v, abs_mask);
+      // NaN compares false, Inf is above the largest finite: either sets a mask bit.
+      if (_mm512_cmp_ps_mask(a, finite_max, _CMP_NLE_UQ) != 0) return false;
+      const float top = _mm512_reduce_max_ps(a);
+      __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
+#pragma GCC unroll 3
+      for (int p = 0; p < P; ++p) {
+        // Round to nearest even (as lrintf); the next part takes the residual (exact) times 254.
+        const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512i q = _mm512_cvtps_epi32(r);
+        const __m128i codes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q), even_odd);
+        const std::int64_t row = (i * P + p) * half + 8 * b;
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(lo + row), codes);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(hi + row), _mm_unpackhi_epi64(codes, codes));
+        std::int32_t* c = corr + (i * P + p) * lanes + 2 * b;
+        c[0] = -kWeightOffset * _mm512_mask_reduce_add_epi32(0x00FF, q);
+        c[1] = -kWeightOffset * _mm512_mask_reduce_add_epi32(0xFF00, q);
+        t = _mm512_mul_ps(_mm512_sub_ps(t, r), ratio);
+      }
+      scale[i * lanes + 2 * b] = scale[i * lanes + 2 * b + 1] = top / 127.0f * kActivationScale;
+    }
+  }
+  return true;
+}
+
+// Lane d = the scale of block d / 2 of the group times 2^-120, from `count` (1..8) codes at p.
+inline __m512 group_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m512i shuffle) {
+  if (table) {
+    alignas(64) float s[16] = {};
+    for (int d = 0; d < 2 * count; ++d) s[d] = e4m3[p[d / 2]] * kScaleBitsScale;
+    return _mm512_load_ps(s);
+  }
+  std::uint64_t codes = 0;
+  if (count == 8) std::memcpy(&codes, p, 8);  // a fixed size: one load, not a call
+  else for (int i = 0; i < count; ++i) codes |= static_cast<std::uint64_t>(p[i]) << (8 * i);  // missing: 0 = +0
+  const __m512i b = _mm512_shuffle_epi8(_mm512_set1_epi64(static_cast<long long>(codes)), shuffle);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(b, 20));
+}
+
+// The operands, as locals of each kernel instance so that its inner loop keeps them in registers.
+struct Args {
+  const std::uint8_t* data;
+  const std::uint8_t* scales;
+  std::int64_t k, kg;
+  float ws2;
+  float* y;  // row stride n
+  std::int64_t n;
+  const float* e4m3;
+};
+
+// y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop
+// (on AVX2, inlining every instance into one lambda spilled the loop to the stack).
+template <int P, int R, int MB, bool kTableScales>
+__attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
+  const __m512i table = _mm512_load_si512(kWeightTable.v);
+  const __m512i shuffle = _mm512_load_si512(kScaleShuffle.idx);
+  const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
+  const std::uint8_t* const data = a.data;
+  const std::uint8_t* const scales = a.scales;
+  const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16, half = a.kg / 2, lanes = a.kg / 8;
+  const std::int64_t groups = a.kg / kGroup, whole = k / kGroup;
+  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  __m512 acc[R][MB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
+  // One group of R rows; `tail`: the zero-padded last one (a constant at each call below).
+  auto step = [&](std::int64_t g, bool tail) __attribute__((always_inline)) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* row = data + (n0 + r) * row_bytes + g * 64;
+      __m512i v;
+      __m512 sw;
+      if (tail) {
+        const std::int64_t bytes = row_bytes - g * 64;
+        v = _mm512_maskz_loadu_epi8((1ull << bytes) - 1, row);  // code 0 is +0
+        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, static_cast<int>(bytes / 8), kTableScales, a.e4m3, shuffle);
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2), _MM_HINT_T1);
+        v = _mm512_loadu_si512(row);
+        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, 8, kTableScales, a.e4m3, shuffle);
+      }
+      const __m512i wl = _mm512_permutexvar_epi8(v, table);
+      const __m512i wh = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+#pragma GCC unroll 8
+      for (int i = 0; i < MB; ++i) {
+        __m512 f = _mm512_setzero_ps();
+#pragma GCC unroll 3
+        for (int p = 0; p < P; ++p) {
+          const std::int64_t at = (i * P + p) * half + g * 64;
+          __m512i s = _mm512_loadu_si512(q.corr + (i * P + p) * lanes + g * kLanes);
+          s = _mm512_dpbusd_epi32(s, wl, _mm512_loadu_si512(q.lo + at));
+          s = _mm512_dpbusd_epi32(s, wh, _mm512_loadu_si512(q.hi + at));
+          const __m512 sf = _mm512_cvtepi32_ps(s);
+          if (p == 0) f = sf;
+          else f = _mm512_fmadd_ps(sf, p == 1 ? c1 : c2, f);
+        }
+        const __m512 sa = _mm512_loadu_ps(q.scale + i * lanes + g * kLanes);
+        acc[r][i] = _mm512_fmadd_ps(f, _mm512_mul_ps(sw, sa), acc[r][i]);
+      }
+    }
+  };
+  for (std::int64_t g = 0; g < whole; ++g) step(g, false);
+  if (whole < groups) step(whole, true);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * kUndo * a.ws2;
+}
+
+template <int P, int R, bool kTableScales>
+void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
+  switch (m) {
+    case 1: return int8_kernel<P, R, 1, kTableScales>(a, q, n0);
+    case 2: return int8_kernel<P, R, 2, kTableScales>(a, q, n0);
+    case 3: return int8_kernel<P, R, 3, kTableScales>(a, q, n0);
+    case 4: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
+    case 5: return int8_kernel<P, R, 5, kTableScales>(a, q, n0);
+    case 6: return int8_kernel<P, R, 6, kTableScales>(a, q, n0);
+    case 7: return int8_kernel<P, R, 7, kTableScales>(a, q, n0);
+    default: return int8_kernel<P, R, 8, kTableScales>(a, q, n0);
+  }
+}
+
+template <int P, int R>
+void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
+  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_rows<P, R, true>(a, q, m, n0);
+  int8_rows<P, R, false>(a, q, m, n0);
+}
+
+// m > 4: the kernel over 8-token tiles (for_each_int8_tile in nvfp4_isa_common.h).
+constexpr std::int64_t kTokenBlockBytes = 256 * 1024;
+constexpr std::int64_t kRowChunkBytes = 32 * 1024;
+constexpr std::int64_t kTileTokens = 8;
+
+template <int P>
+void int8_tiles(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
+  const std::int64_t half = a.kg / 2, lanes = a.kg / 8, row_scales = a.k / 16;
+  for_each_int8_tile(
+      m, b, e, a.kg * P, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
+      [&a, row_scales](std::int64_t c0, std::int64_t c1) {
+        return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
+      },
+      [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
+        const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.corr + i0 * P * lanes, q.scale + i0 * lanes};
+        Args ai = a;
+        ai.y = a.y + i0 * a.n;
+        for (std::int64_t n0 = c0; n0 < c1; ++n0) {
+          if (table) int8_rows<P, 1, true>(ai, qi, tokens, n0);
+          else int8_rows<P, 1, false>(ai, qi, tokens, n0);
+        }
+      });
+}
+
+thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
+
+template <int P>
+void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  // Three parts cost 16 vector instructions per token and group, the fp32 kernel's FMAs 8 plus a
+  // share of the decode: above m = 4 avx512 is 3x faster (docs/perf.md, session 11).
+  if (P > 1 && m > kMaxDecodeM) return avx512::nvfp4_gemm(x, m, w, y);
+  const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
+  const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2);
+  const std::size_t corr_at = (2 * codes + 63) / 64 * 64;
+  const std::size_t scale_at = corr_at + static_cast<std::size_t>(m * P * kg / 8) * sizeof(std::int32_t);
+  const std::size_t x_at = scale_at + static_cast<std::size_t>(m * kg / 8) * sizeof(float);
+  auto* buf = static_cast<std::uint8_t*>(
+      thread_scratch(kScratchVnniInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
+  auto* lo = reinterpret_cast<std::int8_t*>(buf);
+  auto* hi = lo + codes;
+  auto* corr = reinterpret_cast<std::int32_t*>(buf + corr_at);
+  auto* scale = reinterpret_cast<float*>(buf + scale_at);
+  const bool finite = refresh_int8_memo(tl_memo, buf, x, m, w.k, P, buf + x_at,
+                                        [&] { return quantize_x<P>(x, m, w.k, kg, lo, hi, corr, scale); });
+  if (!finite) return avx512::nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
+  const QuantizedX q{lo, hi, corr, scale};
+  const Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
+  parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
+    prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
+    if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+    std::int64_t n0 = b;
+    if (m <= 2) {
+      for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
+    }
+    for (; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);
+  });
+}
+
+}  // namespace
+
+void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<1>(x, m, w, y); }
+void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
+
+}  // namespace fp4serve::kernels::vnni
