@@ -152,8 +152,13 @@ std::string doctor_text(const nlohmann::json& j) {
   os << "  build: " << b["compiler"].get<std::string>() << ", " << b["build_type"].get<std::string>() << ", CXXFLAGS \""
      << b["cxx_flags"].get<std::string>() << "\", assertions " << (b["assertions"].get<bool>() ? "on" : "off");
   if (!b["sanitizers"].empty()) os << ", sanitizers " << b["sanitizers"].dump();
-  os << "\n  kernel flags: avx2 \"" << b["kernel_flags"]["avx2"].get<std::string>() << "\", avx512 \""
-     << b["kernel_flags"]["avx512"].get<std::string>() << "\", amx \"" << b["kernel_flags"]["amx"].get<std::string>() << "\"\n";
+  os << "\n  kernel flags:";
+  const char* sep = " ";
+  for (const auto& [folder, flags] : b["kernel_flags"].items()) {
+    os << sep << folder << " \"" << flags.get<std::string>() << "\"";
+    sep = ", ";
+  }
+  os << "\n";
   const auto& o = j["os"];
   os << "OS: " << o.value("sysname", "?") << " " << o.value("release", "?") << " " << o.value("machine", "?")
      << "; transparent huge pages: " << o.value("transparent_huge_pages", "?");

@@ -29,6 +29,12 @@ TEST(Doctor, ReportsBuildCpuAndEveryBackend) {
   EXPECT_TRUE(j["ok"].get<bool>());
   for (const char* key : {"version", "git_revision", "compiler", "build_type", "cxx_flags", "kernel_flags"})
     EXPECT_TRUE(j["fp4serve"].contains(key)) << key;
+  // The flags of each instruction-set folder, as the build passed them.
+  const auto& flags = j["fp4serve"]["kernel_flags"];
+  EXPECT_NE(flags["avx2"].get<std::string>().find("-mavx2"), std::string::npos) << flags.dump();
+  EXPECT_NE(flags["avx512"].get<std::string>().find("-mavx512f"), std::string::npos) << flags.dump();
+  EXPECT_NE(flags["vnni"].get<std::string>().find("-mavx512vnni"), std::string::npos) << flags.dump();
+  EXPECT_NE(flags["amx"].get<std::string>().find("-mamx-tile"), std::string::npos) << flags.dump();
   EXPECT_FALSE(j["os"]["release"].get<std::string>().empty());
   // The THP mode is the bracketed word the kernel shows, which is also what mapping relies on.
   const std::string thp = j["os"]["transparent_huge_pages"].get<std::string>();

@@ -31,6 +31,7 @@ struct IntegerFamily {
   const Backend* one;    // int8-activations
   const Backend* three;  // int8x3-activations
   const Backend* exact;  // fp32
+  std::int64_t three_max_m;  // the three-part kernel's largest m; above it, it runs `exact`
 };
 
 std::vector<IntegerFamily> runnable_families() {
@@ -38,7 +39,7 @@ std::vector<IntegerFamily> runnable_families() {
   for (const char* isa : {"avx2", "avx512"}) {
     const std::string name(isa);
     const IntegerFamily f{runnable_backend((name + "-int8").c_str()), runnable_backend((name + "-int8x3").c_str()),
-                          runnable_backend(isa)};
+                          runnable_backend(isa), name == "avx2" ? 4 : 1};
     if (f.one != nullptr && f.three != nullptr && f.exact != nullptr) out.push_back(f);
   }
   return out;
@@ -163,19 +164,20 @@ TEST(Int8Activations, LargestProductsStayExact) {
     }
 }
 
-// The three-part kernels have no tiles: for m > 4 three parts cost more than the exact kernel,
-// so they run it.
-TEST(Int8x3Activations, PrefillRunsTheExactKernel) {
+// The three-part kernels have no tiles: where three parts cost more than the exact kernel (m > 4
+// on AVX2, m > 1 on AVX-512, where the fp32 kernel shares its decode between tokens), they run it.
+TEST(Int8x3Activations, LargerBatchesRunTheExactKernel) {
   REQUIRE_FAMILIES(families);
-  for (const IntegerFamily& f : families) {
-    Rng rng(4);
-    auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 21, 128);
-    const auto x = random_activations(rng, 9, 128);
-    std::vector<float> want(9 * 21), got(want.size(), NAN);
-    f.exact->fp4.gemm->run(x.data(), 9, w->w, want.data(), Fp4Semantics::W4A16);
-    f.three->fp4.gemm->run(x.data(), 9, w->w, got.data(), Fp4Semantics::W4A16);
-    EXPECT_EQ(got, want) << f.three->name;  // bit for bit: the same kernel
-  }
+  for (const IntegerFamily& f : families)
+    for (std::int64_t m : {f.three_max_m + 1, std::int64_t{9}}) {
+      Rng rng(4);
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 21, 128);
+      const auto x = random_activations(rng, m, 128);
+      std::vector<float> want(static_cast<std::size_t>(m * 21)), got(want.size(), NAN);
+      f.exact->fp4.gemm->run(x.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
+      f.three->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
+      EXPECT_EQ(got, want) << f.three->name << " m=" << m;  // bit for bit: the same kernel
+    }
 }
 
 // Each thread keeps its last quantization and reuses it for the same activation bits (decode

@@ -23,7 +23,7 @@
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
 // m <= 4 (decode) runs R rows x m tokens per loop. For m > 4 (prefill, batched experts) P = 1
 // runs the same loop over 8-token tiles whose codes stay in L1 while a chunk of rows passes under
-// them; P = 3 runs the exact avx512 kernel, which is faster there.
+// them. P = 3 takes only m = 1: from m = 2 on the exact avx512 kernel is as fast or faster.
 //
 // Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
 // 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
@@ -84,26 +84,47 @@ constexpr EvenOdd kEvenOdd;
 
 constexpr ScaleShuffle<16> kScaleShuffle;  // lane d = scale code d / 2
 
-// Activation row i, part p lives at index i * P + p of the code and correction arrays.
-struct QuantizedX {
-  const std::int8_t* lo;     // [m * P][kg / 2]
-  const std::int8_t* hi;     // [m * P][kg / 2]
-  const std::int32_t* corr;  // [m * P][kg / 8]: lane l = -12 * the sum of its 8 codes
-  const float* scale;        // [m][kg / 8]: lane l = its block's step * 2^63
+// Quantized activations, one record of 64-byte lines per (group, token). Tokens go in tiles of
+// T = min(m, 8) (the kernels' token tiles); within a tile the records of one group lie side by
+// side, and a tile's groups follow each other. So a kernel reaches every token of its tile from
+// one pointer per group with constant offsets (separate arrays per token ran out of registers
+// and spilled addresses), and a tile's codes are contiguous in L1 (a stride of m records per
+// group made them conflict there: the 8-token tiles ran 0.8x).
+// Line 2p: part p's even elements (`lo`), line 2p + 1: its odd ones (`hi`), line 2P + p: part
+// p's corrections (lane l = -12 * the sum of its 8 codes), line 3P: the activation scales (lane l
+// = its block's step * 2^63).
+template <int P>
+struct Record {
+  static constexpr std::int64_t kBytes = 64 * (3 * P + 1);
+  static constexpr std::int64_t lo(int p) { return 64 * (2 * p); }
+  static constexpr std::int64_t hi(int p) { return 64 * (2 * p + 1); }
+  static constexpr std::int64_t corr(int p) { return 64 * (2 * P + p); }
+  static constexpr std::int64_t scale = 64 * (3 * P);
 };
+
+struct QuantizedX {
+  const std::uint8_t* base;  // of a tile: group g, token i of the tile at base + g * group_stride + i * Record<P>::kBytes
+  std::int64_t group_stride;  // T records
+};
+
+constexpr std::int64_t kTileTokens = 8;
+inline std::int64_t tile_tokens(std::int64_t m) { return m < kTileTokens ? m : kTileTokens; }
 
 // False when a row holds NaN or Inf (int8 cannot carry them: the caller takes the fp32 path).
 template <int P>
-bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* lo, std::int8_t* hi,
-                std::int32_t* corr, float* scale) {
+bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::uint8_t* base) {
+  using R = Record<P>;
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
   const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
   const __m128i even_odd = _mm_load_si128(reinterpret_cast<const __m128i*>(kEvenOdd.idx));
-  const std::int64_t half = kg / 2, lanes = kg / 8;
+  const std::int64_t tile = tile_tokens(m), groups = kg / kGroup;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
+    std::uint8_t* tile_base = base + (i / tile) * groups * tile * R::kBytes + (i % tile) * R::kBytes;
     for (std::int64_t b = 0; b < kg / 16; ++b) {
+      std::uint8_t* rec = tile_base + (b / 8) * tile * R::kBytes;
+      const std::int64_t at = b % 8;  // the block within its group
       const std::int64_t left = k - 16 * b;
       const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
       const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);  // zeros past k
@@ -118,15 +139,15 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
         const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         const __m512i q = _mm512_cvtps_epi32(r);
         const __m128i codes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q), even_odd);
-        const std::int64_t row = (i * P + p) * half + 8 * b;
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(lo + row), codes);
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(hi + row), _mm_unpackhi_epi64(codes, codes));
-        std::int32_t* c = corr + (i * P + p) * lanes + 2 * b;
-        c[0] = -kWeightOffset * _mm512_mask_reduce_add_epi32(0x00FF, q);
-        c[1] = -kWeightOffset * _mm512_mask_reduce_add_epi32(0xFF00, q);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(rec + R::lo(p) + 8 * at), codes);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(rec + R::hi(p) + 8 * at), _mm_unpackhi_epi64(codes, codes));
+        const std::int32_t c[2] = {-kWeightOffset * _mm512_mask_reduce_add_epi32(0x00FF, q),
+                                   -kWeightOffset * _mm512_mask_reduce_add_epi32(0xFF00, q)};
+        std::memcpy(rec + R::corr(p) + 8 * at, c, sizeof c);
         t = _mm512_mul_ps(_mm512_sub_ps(t, r), ratio);
       }
-      scale[i * lanes + 2 * b] = scale[i * lanes + 2 * b + 1] = top / 127.0f * kActivationScale;
+      const float sa[2] = {top / 127.0f * kActivationScale, top / 127.0f * kActivationScale};
+      std::memcpy(rec + R::scale + 8 * at, sa, sizeof sa);
     }
   }
   return true;
@@ -166,8 +187,9 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
-  const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16, half = a.kg / 2, lanes = a.kg / 8;
+  const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16;
   const std::int64_t groups = a.kg / kGroup, whole = k / kGroup;
+  using Rec = Record<P>;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
   __m512 acc[R][MB];
@@ -194,20 +216,21 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
       }
       const __m512i wl = _mm512_permutexvar_epi8(v, table);
       const __m512i wh = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+      const std::uint8_t* xg = q.base + g * q.group_stride;
 #pragma GCC unroll 8
       for (int i = 0; i < MB; ++i) {
+        const std::uint8_t* rec = xg + i * Rec::kBytes;
         __m512 f = _mm512_setzero_ps();
 #pragma GCC unroll 3
         for (int p = 0; p < P; ++p) {
-          const std::int64_t at = (i * P + p) * half + g * 64;
-          __m512i s = _mm512_loadu_si512(q.corr + (i * P + p) * lanes + g * kLanes);
-          s = _mm512_dpbusd_epi32(s, wl, _mm512_loadu_si512(q.lo + at));
-          s = _mm512_dpbusd_epi32(s, wh, _mm512_loadu_si512(q.hi + at));
+          __m512i s = _mm512_load_si512(rec + Rec::corr(p));
+          s = _mm512_dpbusd_epi32(s, wl, _mm512_load_si512(rec + Rec::lo(p)));
+          s = _mm512_dpbusd_epi32(s, wh, _mm512_load_si512(rec + Rec::hi(p)));
           const __m512 sf = _mm512_cvtepi32_ps(s);
           if (p == 0) f = sf;
           else f = _mm512_fmadd_ps(sf, p == 1 ? c1 : c2, f);
         }
-        const __m512 sa = _mm512_loadu_ps(q.scale + i * lanes + g * kLanes);
+        const __m512 sa = _mm512_load_ps(rec + Rec::scale);
         acc[r][i] = _mm512_fmadd_ps(f, _mm512_mul_ps(sw, sa), acc[r][i]);
       }
     }
@@ -243,18 +266,17 @@ void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t 
 // m > 4: the kernel over 8-token tiles (for_each_int8_tile in nvfp4_isa_common.h).
 constexpr std::int64_t kTokenBlockBytes = 256 * 1024;
 constexpr std::int64_t kRowChunkBytes = 32 * 1024;
-constexpr std::int64_t kTileTokens = 8;
 
 template <int P>
 void int8_tiles(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
-  const std::int64_t half = a.kg / 2, lanes = a.kg / 8, row_scales = a.k / 16;
+  const std::int64_t row_scales = a.k / 16;
   for_each_int8_tile(
-      m, b, e, a.kg * P, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
+      m, b, e, a.kg / kGroup * Record<P>::kBytes, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
       [&a, row_scales](std::int64_t c0, std::int64_t c1) {
         return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
       },
       [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
-        const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.corr + i0 * P * lanes, q.scale + i0 * lanes};
+        const QuantizedX qi{q.base + i0 * (a.kg / kGroup) * Record<P>::kBytes, q.group_stride};  // i0: a multiple of 8
         Args ai = a;
         ai.y = a.y + i0 * a.n;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
@@ -269,24 +291,19 @@ thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  // Three parts cost 16 vector instructions per token and group, the fp32 kernel's FMAs 8 plus a
-  // share of the decode: above m = 4 avx512 is 3x faster (docs/perf.md, session 11).
-  if (P > 1 && m > kMaxDecodeM) return avx512::nvfp4_gemm(x, m, w, y);
+  // Three parts cost 16 vector instructions per token and group against the fp32 kernel's 8 FMAs
+  // plus its decode shared by the tokens: 1.3x avx512 at m = 1, level at m = 2, 0.5x at m = 4
+  // (docs/perf.md, session 11). So only single-token calls take them.
+  if (P > 1 && m > 1) return avx512::nvfp4_gemm(x, m, w, y);
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
-  const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2);
-  const std::size_t corr_at = (2 * codes + 63) / 64 * 64;
-  const std::size_t scale_at = corr_at + static_cast<std::size_t>(m * P * kg / 8) * sizeof(std::int32_t);
-  const std::size_t x_at = scale_at + static_cast<std::size_t>(m * kg / 8) * sizeof(float);
+  const std::int64_t tile = tile_tokens(m), tiles = (m + tile - 1) / tile;
+  const std::size_t x_at = static_cast<std::size_t>(tiles * tile * (kg / kGroup) * Record<P>::kBytes);
   auto* buf = static_cast<std::uint8_t*>(
       thread_scratch(kScratchVnniInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
-  auto* lo = reinterpret_cast<std::int8_t*>(buf);
-  auto* hi = lo + codes;
-  auto* corr = reinterpret_cast<std::int32_t*>(buf + corr_at);
-  auto* scale = reinterpret_cast<float*>(buf + scale_at);
-  const bool finite = refresh_int8_memo(tl_memo, buf, x, m, w.k, P, buf + x_at,
-                                        [&] { return quantize_x<P>(x, m, w.k, kg, lo, hi, corr, scale); });
+  const bool finite =
+      refresh_int8_memo(tl_memo, buf, x, m, w.k, P, buf + x_at, [&] { return quantize_x<P>(x, m, w.k, kg, buf); });
   if (!finite) return avx512::nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
-  const QuantizedX q{lo, hi, corr, scale};
+  const QuantizedX q{buf, tile * Record<P>::kBytes};
   const Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
