@@ -1,20 +1,20 @@
 // NVFP4 x int8-activation GEMM on AVX-512 VNNI + VBMI: the integer decode of the avx2 int8
 // kernels (avx2/nvfp4_gemm_avx2.cpp) with one instruction where AVX2 needs four.
 //
-// A group is 128 elements of a row: 64 code bytes, 8 blocks of 16. Byte 8b + j of a group holds
-// elements 2j (low nibble) and 2j + 1 (high nibble) of block b.
+// A step is 256 elements of a row: 128 code bytes, 16 blocks of 16, one int32 lane per block.
+// Byte 8b + j of a 64-byte half holds elements 2j (low nibble) and 2j + 1 (high nibble) of its
+// block b. Per half:
 //   lo = vpermb(v, T), hi = vpermb(v >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
-// (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask).
-// Activations are quantized per 16-element block to int8 in the same split (even elements of
-// block b at bytes 8b .. 8b+7 of `lo`, odd ones of `hi`), so
-//   s = vpdpbusd(vpdpbusd(-corr, lo, xlo), hi, xhi)
-// leaves in int32 lane l the exact sum over elements 8l' .. 8l'+7 of the lane's half block
-// (lane 2b: elements 0..7 of block b, lane 2b + 1: 8..15), minus the offset's 12 * sum(q), which
-// the quantization stores negated per lane as the accumulator's starting value. Both lanes of a
-// block share its scale, so one convert, one multiply (weight scale x activation scale) and one
-// FMA per 16 lanes finish a group: about 11 vector instructions per 64 weight bytes at m = 1,
-// against about 27 for the fp32 AVX-512 decode (8 permutes, 7 shifts, 8 FMAs and the scales).
-// Lane sums are at most 8 * 24 * 127 + 12 * 8 * 127 < 2^15: exact in int32 and in fp32.
+// (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask). Then
+// four two-source dword permutes gather, for lane L = block L of the step, the dwords holding its
+// elements {0,2,4,6}, {8,10,12,14} (from lo) and {1,3,5,7}, {9,11,13,15} (from hi) into W0..W3.
+// Activations are quantized per block to int8 and stored in that order (X0..X3), so
+//   s = vpdpbusd(vpdpbusd(vpdpbusd(vpdpbusd(-corr, W0, X0), W1, X1), W2, X2), W3, X3)
+// leaves in lane L the exact sum over block L minus the offset's 12 * sum(q), which the
+// quantization stores negated per block as the accumulator's starting value. One convert, one
+// multiply (weight scale x activation scale) and one FMA finish 16 blocks: per token 7 vector
+// instructions per 256 weights (half-block lanes took 10: their converts and scalings ran twice).
+// Lane sums are at most 16 * 24 * 127 + 12 * 16 * 127 < 2^17: exact in int32 and in fp32.
 //
 // Two precisions share the loop (P = activation parts per element), as on AVX2:
 // * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): step = block max / 127.
@@ -45,8 +45,7 @@ namespace fp4serve::kernels::vnni {
 
 namespace {
 
-constexpr std::int64_t kGroup = 128;     // elements per step: 64 code bytes, 16 int32 lanes
-constexpr std::int64_t kLanes = 16;      // per group
+constexpr std::int64_t kGroup = 256;     // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
 constexpr std::int32_t kPartRatio = 254;
 constexpr std::int32_t kWeightOffset = 12;
@@ -70,19 +69,29 @@ struct WeightTable {
 };
 constexpr WeightTable kWeightTable;
 
-// Bytes 0..7 of a block's 16 int8 codes: its even elements; bytes 8..15: its odd ones.
-struct EvenOdd {
+// A block's 16 int8 codes in the order of W0..W3: dword c holds the elements lane L of Wc meets.
+struct LaneOrder {
   alignas(16) std::int8_t idx[16];
-  constexpr EvenOdd() : idx{} {
-    for (int j = 0; j < 8; ++j) {
-      idx[j] = static_cast<std::int8_t>(2 * j);
-      idx[8 + j] = static_cast<std::int8_t>(2 * j + 1);
+  constexpr LaneOrder() : idx{} {
+    constexpr int order[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+    for (int i = 0; i < 16; ++i) idx[i] = static_cast<std::int8_t>(order[i]);
+  }
+};
+constexpr LaneOrder kLaneOrder;
+
+// vpermt2d indices: W0 and W2 take dword 2b of the first (b < 8) or second half, W1 and W3
+// dword 2b + 1 (the half block's other four elements).
+struct PairDwords {
+  alignas(64) std::int32_t even[16];
+  alignas(64) std::int32_t odd[16];
+  constexpr PairDwords() : even{}, odd{} {
+    for (int l = 0; l < 16; ++l) {
+      even[l] = (l < 8 ? 0 : 16) + 2 * (l % 8);
+      odd[l] = even[l] + 1;
     }
   }
 };
-constexpr EvenOdd kEvenOdd;
-
-constexpr ScaleShuffle<16> kScaleShuffle;  // lane d = scale code d / 2
+constexpr PairDwords kPairDwords;
 
 // Quantized activations, one record of 64-byte lines per (group, token). Tokens go in tiles of
 // T = min(m, 8) (the kernels' token tiles); within a tile the records of one group lie side by
@@ -90,16 +99,15 @@ constexpr ScaleShuffle<16> kScaleShuffle;  // lane d = scale code d / 2
 // one pointer per group with constant offsets (separate arrays per token ran out of registers
 // and spilled addresses), and a tile's codes are contiguous in L1 (a stride of m records per
 // group made them conflict there: the 8-token tiles ran 0.8x).
-// Line 2p: part p's even elements (`lo`), line 2p + 1: its odd ones (`hi`), line 2P + p: part
-// p's corrections (lane l = -12 * the sum of its 8 codes), line 3P: the activation scales (lane l
-// = its block's step * 2^63).
+// Lines 4p + c: part p's codes in the order of Wc; line 4P + p: part p's corrections (lane L =
+// -12 * the sum of block L's codes); line 5P: the activation scales (lane L = block L's step
+// * 2^63).
 template <int P>
 struct Record {
-  static constexpr std::int64_t kBytes = 64 * (3 * P + 1);
-  static constexpr std::int64_t lo(int p) { return 64 * (2 * p); }
-  static constexpr std::int64_t hi(int p) { return 64 * (2 * p + 1); }
-  static constexpr std::int64_t corr(int p) { return 64 * (2 * P + p); }
-  static constexpr std::int64_t scale = 64 * (3 * P);
+  static constexpr std::int64_t kBytes = 64 * (5 * P + 1);
+  static constexpr std::int64_t codes(int p, int c) { return 64 * (4 * p + c); }
+  static constexpr std::int64_t corr(int p) { return 64 * (4 * P + p); }
+  static constexpr std::int64_t scale = 64 * (5 * P);
 };
 
 struct QuantizedX {
@@ -117,14 +125,14 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
   const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
-  const __m128i even_odd = _mm_load_si128(reinterpret_cast<const __m128i*>(kEvenOdd.idx));
-  const std::int64_t tile = tile_tokens(m), groups = kg / kGroup;
+  const __m128i lane_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.idx));
+  const std::int64_t tile = tile_tokens(m), steps = kg / kGroup;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
-    std::uint8_t* tile_base = base + (i / tile) * groups * tile * R::kBytes + (i % tile) * R::kBytes;
+    std::uint8_t* tile_base = base + (i / tile) * steps * tile * R::kBytes + (i % tile) * R::kBytes;
     for (std::int64_t b = 0; b < kg / 16; ++b) {
-      std::uint8_t* rec = tile_base + (b / 8) * tile * R::kBytes;
-      const std::int64_t at = b % 8;  // the block within its group
+      std::uint8_t* rec = tile_base + (b / 16) * tile * R::kBytes;
+      const std::int64_t lane = b % 16;
       const std::int64_t left = k - 16 * b;
       const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
       const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);  // zeros past k
@@ -138,33 +146,30 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
         // Round to nearest even (as lrintf); the next part takes the residual (exact) times 254.
         const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         const __m512i q = _mm512_cvtps_epi32(r);
-        const __m128i codes = _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q), even_odd);
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(rec + R::lo(p) + 8 * at), codes);
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(rec + R::hi(p) + 8 * at), _mm_unpackhi_epi64(codes, codes));
-        const std::int32_t c[2] = {-kWeightOffset * _mm512_mask_reduce_add_epi32(0x00FF, q),
-                                   -kWeightOffset * _mm512_mask_reduce_add_epi32(0xFF00, q)};
-        std::memcpy(rec + R::corr(p) + 8 * at, c, sizeof c);
+        alignas(16) std::int32_t dw[4];
+        _mm_store_si128(reinterpret_cast<__m128i*>(dw), _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q), lane_order));
+        for (int c = 0; c < 4; ++c) std::memcpy(rec + R::codes(p, c) + 4 * lane, &dw[c], 4);
+        const std::int32_t corr = -kWeightOffset * _mm512_reduce_add_epi32(q);
+        std::memcpy(rec + R::corr(p) + 4 * lane, &corr, 4);
         t = _mm512_mul_ps(_mm512_sub_ps(t, r), ratio);
       }
-      const float sa[2] = {top / 127.0f * kActivationScale, top / 127.0f * kActivationScale};
-      std::memcpy(rec + R::scale + 8 * at, sa, sizeof sa);
+      const float sa = top / 127.0f * kActivationScale;
+      std::memcpy(rec + R::scale + 4 * lane, &sa, 4);
     }
   }
   return true;
 }
 
-// Lane d = the scale of block d / 2 of the group times 2^-120, from `count` (1..8) codes at p.
-inline __m512 group_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m512i shuffle) {
+// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p.
+inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3) {
   if (table) {
     alignas(64) float s[16] = {};
-    for (int d = 0; d < 2 * count; ++d) s[d] = e4m3[p[d / 2]] * kScaleBitsScale;
+    for (int d = 0; d < count; ++d) s[d] = e4m3[p[d]] * kScaleBitsScale;
     return _mm512_load_ps(s);
   }
-  std::uint64_t codes = 0;
-  if (count == 8) std::memcpy(&codes, p, 8);  // a fixed size: one load, not a call
-  else for (int i = 0; i < count; ++i) codes |= static_cast<std::uint64_t>(p[i]) << (8 * i);  // missing: 0 = +0
-  const __m512i b = _mm512_shuffle_epi8(_mm512_set1_epi64(static_cast<long long>(codes)), shuffle);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(b, 20));
+  const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(codes), 20));
 }
 
 // The operands, as locals of each kernel instance so that its inner loop keeps them in registers.
@@ -183,12 +188,12 @@ struct Args {
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
-  const __m512i shuffle = _mm512_load_si512(kScaleShuffle.idx);
+  const __m512i even = _mm512_load_si512(kPairDwords.even), odd = _mm512_load_si512(kPairDwords.odd);
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
   const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16;
-  const std::int64_t groups = a.kg / kGroup, whole = k / kGroup;
+  const std::int64_t steps = a.kg / kGroup, whole = k / kGroup;
   using Rec = Record<P>;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
@@ -197,26 +202,33 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
-  // One group of R rows; `tail`: the zero-padded last one (a constant at each call below).
+  // One step of R rows; `tail`: the zero-padded last one (a constant at each call below).
   auto step = [&](std::int64_t g, bool tail) __attribute__((always_inline)) {
+    const std::uint8_t* xg = q.base + g * q.group_stride;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const std::uint8_t* row = data + (n0 + r) * row_bytes + g * 64;
-      __m512i v;
+      const std::uint8_t* row = data + (n0 + r) * row_bytes + g * 128;
+      const std::uint8_t* sp = scales + (n0 + r) * row_scales + g * 16;
+      __m512i v0, v1;
       __m512 sw;
       if (tail) {
-        const std::int64_t bytes = row_bytes - g * 64;
-        v = _mm512_maskz_loadu_epi8((1ull << bytes) - 1, row);  // code 0 is +0
-        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, static_cast<int>(bytes / 8), kTableScales, a.e4m3, shuffle);
+        const std::int64_t bytes = row_bytes - g * 128;  // 8..120
+        v0 = _mm512_maskz_loadu_epi8(bytes >= 64 ? ~0ull : (1ull << bytes) - 1, row);  // code 0 is +0
+        v1 = bytes > 64 ? _mm512_maskz_loadu_epi8((1ull << (bytes - 64)) - 1, row + 64) : _mm512_setzero_si512();
+        sw = step_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3);
       } else {
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2), _MM_HINT_T1);
-        v = _mm512_loadu_si512(row);
-        sw = group_scales(scales + (n0 + r) * row_scales + g * 8, 8, kTableScales, a.e4m3, shuffle);
+        _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 + 64), _MM_HINT_T1);
+        v0 = _mm512_loadu_si512(row);
+        v1 = _mm512_loadu_si512(row + 64);
+        sw = step_scales(sp, 16, kTableScales, a.e4m3);
       }
-      const __m512i wl = _mm512_permutexvar_epi8(v, table);
-      const __m512i wh = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
-      const std::uint8_t* xg = q.base + g * q.group_stride;
+      const __m512i lo0 = _mm512_permutexvar_epi8(v0, table), hi0 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v0, 4), table);
+      const __m512i lo1 = _mm512_permutexvar_epi8(v1, table), hi1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v1, 4), table);
+      const __m512i w0 = _mm512_permutex2var_epi32(lo0, even, lo1), w1 = _mm512_permutex2var_epi32(lo0, odd, lo1);
+      const __m512i w2 = _mm512_permutex2var_epi32(hi0, even, hi1), w3 = _mm512_permutex2var_epi32(hi0, odd, hi1);
 #pragma GCC unroll 8
       for (int i = 0; i < MB; ++i) {
         const std::uint8_t* rec = xg + i * Rec::kBytes;
@@ -224,8 +236,10 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
 #pragma GCC unroll 3
         for (int p = 0; p < P; ++p) {
           __m512i s = _mm512_load_si512(rec + Rec::corr(p));
-          s = _mm512_dpbusd_epi32(s, wl, _mm512_load_si512(rec + Rec::lo(p)));
-          s = _mm512_dpbusd_epi32(s, wh, _mm512_load_si512(rec + Rec::hi(p)));
+          s = _mm512_dpbusd_epi32(s, w0, _mm512_load_si512(rec + Rec::codes(p, 0)));
+          s = _mm512_dpbusd_epi32(s, w1, _mm512_load_si512(rec + Rec::codes(p, 1)));
+          s = _mm512_dpbusd_epi32(s, w2, _mm512_load_si512(rec + Rec::codes(p, 2)));
+          s = _mm512_dpbusd_epi32(s, w3, _mm512_load_si512(rec + Rec::codes(p, 3)));
           const __m512 sf = _mm512_cvtepi32_ps(s);
           if (p == 0) f = sf;
           else f = _mm512_fmadd_ps(sf, p == 1 ? c1 : c2, f);
@@ -236,7 +250,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
     }
   };
   for (std::int64_t g = 0; g < whole; ++g) step(g, false);
-  if (whole < groups) step(whole, true);
+  if (whole < steps) step(whole, true);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
