@@ -10,7 +10,10 @@
    directory, unless it is already there and newer than the checkpoint;
 3. runs `fp4serve bench` (batch 1, plus any --fp4serve-arg) and `llama-bench` with the same -t/-p/-n/-r, one after the
    other, and prints both with the ratios and the load average around each (the machine may be
-   shared: compare ratios from one run, not absolute numbers across runs).
+   shared: compare ratios from one run, not absolute numbers across runs). Before each engine runs,
+   its own weight files are read once (unless --no-warm): a machine whose RAM holds one copy of a
+   30B checkpoint but not two would otherwise time the first test of each engine reading its
+   weights from disk (session 11: fp4serve's pp512 halved).
 Only the standard library; the exporter needs numpy.
 """
 from __future__ import annotations
@@ -28,6 +31,14 @@ TOOLS = Path(__file__).resolve().parent
 
 def loadavg() -> float:
     return os.getloadavg()[0]
+
+
+def warm(paths: list[Path]) -> None:
+    """Reads the files once so that the engine about to run finds them in the page cache."""
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
 
 
 def run_json(cmd: list[str]) -> object:
@@ -50,6 +61,8 @@ def main() -> int:
     ap.add_argument("--fp4serve-arg", action="append", default=[],
                     help="extra argument for fp4serve bench, e.g. --fp4serve-arg=--allow-bf16-activations (repeatable)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="do not read each engine's weight files into the page cache before its run")
     args = ap.parse_args()
     if not (args.checkpoint / "config.json").is_file():
         print(f"error: {args.checkpoint} has no config.json", file=sys.stderr)
@@ -67,9 +80,13 @@ def main() -> int:
                        check=True)
 
     common = ["-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen)]
+    if not args.no_warm:
+        warm(sorted(args.checkpoint.glob("*.safetensors")))
     load_before = loadavg()
     ours = run_json([args.fp4serve, "bench", "-m", str(args.checkpoint), *common, "--reps", str(args.reps),
                      "--batch", "1", "--json", *args.fp4serve_arg])
+    if not args.no_warm:
+        warm([gguf_path])
     load_mid = loadavg()
     theirs = run_json([llama_bench, "-m", str(gguf_path), *common, "-r", str(args.reps), "-o", "json"])
     load_after = loadavg()
