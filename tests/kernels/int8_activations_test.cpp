@@ -124,13 +124,14 @@ TEST(Int8Activations, NonFiniteActivationsTakeTheExactPath) {
     }
 }
 
-// Prefill: 70 tokens of k = 2048 span two token blocks and end in a 6-token tile, and 61 rows
-// span several row chunks; the codes must meet the right weights in every tile.
+// Prefill: 90 tokens of k = 2048 span two token blocks (AVX2: 64 + 26, AVX-512: 80 + 10) and end
+// in a partial tile, and 61 rows span several row chunks; the codes must meet the right weights
+// in every tile.
 TEST(Int8Activations, PrefillTilesEqualTheReferenceOnQuantizedActivations) {
   REQUIRE_FAMILIES(families);
   for (const IntegerFamily& f : families) {
     Rng rng(4);
-    constexpr std::int64_t m = 70, n = 61, k = 2048;
+    constexpr std::int64_t m = 90, n = 61, k = 2048;
     auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
     const auto x = random_activations(rng, m, k);
     const std::vector<float> xq = int8_model(x, m, k);

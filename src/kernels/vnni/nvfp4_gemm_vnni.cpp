@@ -45,7 +45,7 @@ namespace fp4serve::kernels::vnni {
 
 namespace {
 
-constexpr std::int64_t kGroup = 256;     // elements per step: 128 code bytes, 16 blocks, one int32 lane each
+constexpr std::int64_t kStep = 256;      // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
 constexpr std::int32_t kPartRatio = 254;
 constexpr std::int32_t kWeightOffset = 12;
@@ -93,12 +93,12 @@ struct PairDwords {
 };
 constexpr PairDwords kPairDwords;
 
-// Quantized activations, one record of 64-byte lines per (group, token). Tokens go in tiles of
-// T = min(m, 8) (the kernels' token tiles); within a tile the records of one group lie side by
-// side, and a tile's groups follow each other. So a kernel reaches every token of its tile from
-// one pointer per group with constant offsets (separate arrays per token ran out of registers
+// Quantized activations, one record of 64-byte lines per (step, token). Tokens go in tiles of
+// T = min(m, 8) (the kernels' token tiles); within a tile the records of one step lie side by
+// side, and a tile's steps follow each other. So a kernel reaches every token of its tile from
+// one pointer per step with constant offsets (separate arrays per token ran out of registers
 // and spilled addresses), and a tile's codes are contiguous in L1 (a stride of m records per
-// group made them conflict there: the 8-token tiles ran 0.8x).
+// step made them conflict there: the 8-token tiles ran 0.8x).
 // Lines 4p + c: part p's codes in the order of Wc; line 4P + p: part p's corrections (lane L =
 // -12 * the sum of block L's codes); line 5P: the activation scales (lane L = block L's step
 // * 2^63).
@@ -111,8 +111,8 @@ struct Record {
 };
 
 struct QuantizedX {
-  const std::uint8_t* base;  // of a tile: group g, token i of the tile at base + g * group_stride + i * Record<P>::kBytes
-  std::int64_t group_stride;  // T records
+  const std::uint8_t* base;  // of a tile: step g, token i of the tile at base + g * step_stride + i * Record<P>::kBytes
+  std::int64_t step_stride;  // T records
 };
 
 constexpr std::int64_t kTileTokens = 8;
@@ -126,7 +126,7 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
   const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
   const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
   const __m128i lane_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.idx));
-  const std::int64_t tile = tile_tokens(m), steps = kg / kGroup;
+  const std::int64_t tile = tile_tokens(m), steps = kg / kStep;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     std::uint8_t* tile_base = base + (i / tile) * steps * tile * R::kBytes + (i % tile) * R::kBytes;
@@ -193,7 +193,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
   const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16;
-  const std::int64_t steps = a.kg / kGroup, whole = k / kGroup;
+  const std::int64_t steps = a.kg / kStep, whole = k / kStep;
   using Rec = Record<P>;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
@@ -204,7 +204,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
   // One step of R rows; `tail`: the zero-padded last one (a constant at each call below).
   auto step = [&](std::int64_t g, bool tail) __attribute__((always_inline)) {
-    const std::uint8_t* xg = q.base + g * q.group_stride;
+    const std::uint8_t* xg = q.base + g * q.step_stride;
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* row = data + (n0 + r) * row_bytes + g * 128;
@@ -285,12 +285,12 @@ template <int P>
 void int8_tiles(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
   const std::int64_t row_scales = a.k / 16;
   for_each_int8_tile(
-      m, b, e, a.kg / kGroup * Record<P>::kBytes, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
+      m, b, e, a.kg / kStep * Record<P>::kBytes, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
       [&a, row_scales](std::int64_t c0, std::int64_t c1) {
         return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
       },
       [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
-        const QuantizedX qi{q.base + i0 * (a.kg / kGroup) * Record<P>::kBytes, q.group_stride};  // i0: a multiple of 8
+        const QuantizedX qi{q.base + i0 * (a.kg / kStep) * Record<P>::kBytes, q.step_stride};  // i0: a multiple of 8
         Args ai = a;
         ai.y = a.y + i0 * a.n;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
@@ -305,13 +305,13 @@ thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  // Three parts cost 16 vector instructions per token and group against the fp32 kernel's 8 FMAs
-  // plus its decode shared by the tokens: 1.3x avx512 at m = 1, level at m = 2, 0.5x at m = 4
-  // (docs/perf.md, session 11). So only single-token calls take them.
+  // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
+  // plus its decode, which it shares between tokens: 1.3x avx512 at m = 1, level at m = 2,
+  // 0.6-0.85x from m = 4 (docs/perf.md, session 11). So only single-token calls take them.
   if (P > 1 && m > 1) return avx512::nvfp4_gemm(x, m, w, y);
-  const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
+  const std::int64_t kg = (w.k + kStep - 1) / kStep * kStep;
   const std::int64_t tile = tile_tokens(m), tiles = (m + tile - 1) / tile;
-  const std::size_t x_at = static_cast<std::size_t>(tiles * tile * (kg / kGroup) * Record<P>::kBytes);
+  const std::size_t x_at = static_cast<std::size_t>(tiles * tile * (kg / kStep) * Record<P>::kBytes);
   auto* buf = static_cast<std::uint8_t*>(
       thread_scratch(kScratchVnniInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
   const bool finite =
