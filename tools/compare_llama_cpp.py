@@ -13,7 +13,7 @@
    shared: compare ratios from one run, not absolute numbers across runs). Before each engine runs,
    its own weight files are read once (unless --no-warm): a machine whose RAM holds one copy of a
    30B checkpoint but not two would otherwise time the first test of each engine reading its
-   weights from disk (session 11: fp4serve's pp512 halved).
+   weights from disk.
 Only the standard library; the exporter needs numpy.
 """
 from __future__ import annotations
