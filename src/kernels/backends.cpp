@@ -1,5 +1,6 @@
 // The backends compiled into this binary and what each declares: needed CPU features, speed
 // rank, and per family the kernel, its precision class, its M tile and the shapes it supports.
+#include <algorithm>
 #include <string>
 
 #include "kernels/backend.h"
@@ -104,6 +105,11 @@ Backend make_reference() {
   return b;
 }
 
+const std::vector<CpuFeature>& avx2_needs() {
+  static const std::vector<CpuFeature> n = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  return n;
+}
+
 Backend make_avx2() {
   static const DenseGemmKernel dense("avx2", avx2::dense_gemm);
   static const Fp4GemmKernel fp4("avx2", avx2::nvfp4_gemm);
@@ -115,7 +121,7 @@ Backend make_avx2() {
   b.name = "avx2";
   b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes (m > 4: once per 16-row fp32 panel), fp32 FMA";
   b.speed_rank = 10;
-  b.needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
+  b.needs = avx2_needs();
   b.dense = gemm_family(&dense, Precision::Fp32, 4, dense_dtype_ok);
   b.fp4 = gemm_family(&fp4, Precision::Fp32, 4, any_gemm);
   b.moe = moe_family(&moe, Precision::Fp32);
@@ -151,41 +157,47 @@ Backend make_avx512() {
 // activations are carried. They declare no attention or dense family: the fp32 backend of their
 // instruction set covers those.
 struct IntegerKernels {
+  const char* name;
   Fp4GemmKernel fp4;
   DenseGemmKernel dense;
   Fp4GemmKernel router_fp4;
   GroupedMoeKernel moe;
-  IntegerKernels(const char* name, GemmCore integer, GemmCore exact, GemmCore dense_core, const VectorMath& vm)
-      : fp4(name, integer), dense(name, dense_core), router_fp4(name, exact), moe(name, {&fp4, &dense, &router_fp4, &dense}, vm) {}
+  IntegerKernels(const char* backend, GemmCore integer, GemmCore exact, GemmCore dense_core, const VectorMath& vm)
+      : name(backend), fp4(backend, integer), dense(backend, dense_core), router_fp4(backend, exact),
+        moe(backend, {&fp4, &dense, &router_fp4, &dense}, vm) {}
 };
 
 // (The kernels are statics of the caller: the Backend keeps pointers.)
-Backend integer_backend(const char* name, const char* description, int rank, Precision p, std::vector<CpuFeature> needs,
-                        const IntegerKernels& k) {
+Backend integer_backend(const IntegerKernels& k, const char* description, int rank, Precision p,
+                        const std::vector<CpuFeature>& needs) {
   Backend b;
-  b.name = name;
+  b.name = k.name;
   b.description = description;
   b.speed_rank = rank;
-  b.needs = std::move(needs);
+  b.needs = needs;
   b.fp4 = gemm_family(&k.fp4, p, 4, any_gemm);
   b.moe = moe_family(&k.moe, p);
   return b;
 }
 
-const std::vector<CpuFeature> kAvx2Needs = {CpuFeature::AVX2, CpuFeature::FMA, CpuFeature::F16C};
-const std::vector<CpuFeature> kVnniNeeds = {CpuFeature::AVX512F,     CpuFeature::AVX512BW,    CpuFeature::AVX512VL,
+// Function-local statics, as amx_needs(): compiled_backends() may run before this file's
+// namespace-scope objects are initialized.
+const std::vector<CpuFeature>& vnni_needs() {
+  static const std::vector<CpuFeature> n = {CpuFeature::AVX512F,     CpuFeature::AVX512BW,    CpuFeature::AVX512VL,
                                             CpuFeature::AVX512DQ,    CpuFeature::AVX512_VNNI, CpuFeature::AVX512_VBMI,
                                             CpuFeature::FMA,         CpuFeature::F16C};
+  return n;
+}
 
 // One int8 per activation: on AVX2-only CPUs the exact fp32 decode of E2M1 is ALU-bound
 // (docs/perf.md, session 8), integer dot products are not. Opt-in only
 // (--allow-int8-activations): the quantization moves logits by about 1 %. m > 4 in 8-token tiles.
 Backend make_avx2_int8() {
   static const IntegerKernels k("avx2-int8", avx2::nvfp4_gemm_int8, avx2::nvfp4_gemm, avx2::dense_gemm, avx2_vector_math());
-  return integer_backend("avx2-int8",
+  return integer_backend(k,
                          "AVX2: NVFP4 with activations as int8 per 16-element block, integer dot products "
                          "(decode per row, m > 4 in 8-token tiles)",
-                         15, Precision::Int8Activations, kAvx2Needs, k);
+                         15, Precision::Int8Activations, avx2_needs());
 }
 
 // Three int8 parts per activation block: the same dot products three times per decoded weight,
@@ -193,10 +205,10 @@ Backend make_avx2_int8() {
 Backend make_avx2_int8x3() {
   static const IntegerKernels k("avx2-int8x3", avx2::nvfp4_gemm_int8x3, avx2::nvfp4_gemm, avx2::dense_gemm,
                                 avx2_vector_math());
-  return integer_backend("avx2-int8x3",
+  return integer_backend(k,
                          "AVX2: NVFP4 decode (m <= 4) with activations as three int8 parts per 16-element block "
                          "(within 6.1e-8 of the block max), integer dot products; m > 4 as avx2",
-                         12, Precision::Int8x3Activations, kAvx2Needs, k);
+                         12, Precision::Int8x3Activations, avx2_needs());
 }
 
 // The same two classes on AVX-512 VNNI + VBMI (vpdpbusd: 64 products per instruction; vpermb),
@@ -205,19 +217,19 @@ Backend make_avx2_int8x3() {
 Backend make_avx512_int8() {
   static const IntegerKernels k("avx512-int8", vnni::nvfp4_gemm_int8, avx512::nvfp4_gemm, avx512::dense_gemm,
                                 avx512_vector_math());
-  return integer_backend("avx512-int8",
+  return integer_backend(k,
                          "AVX-512 VNNI: NVFP4 with activations as int8 per 16-element block, vpdpbusd dot products "
                          "(decode per row, m > 4 in 8-token tiles)",
-                         25, Precision::Int8Activations, kVnniNeeds, k);
+                         25, Precision::Int8Activations, vnni_needs());
 }
 
 Backend make_avx512_int8x3() {
   static const IntegerKernels k("avx512-int8x3", vnni::nvfp4_gemm_int8x3, avx512::nvfp4_gemm, avx512::dense_gemm,
                                 avx512_vector_math());
-  return integer_backend("avx512-int8x3",
+  return integer_backend(k,
                          "AVX-512 VNNI: NVFP4 decode of one token with activations as three int8 parts per 16-element "
                          "block (within 6.1e-8 of the block max), vpdpbusd dot products; m > 1 as avx512",
-                         22, Precision::Int8x3Activations, kVnniNeeds, k);
+                         22, Precision::Int8x3Activations, vnni_needs());
 }
 
 const std::vector<CpuFeature>& amx_needs() {
@@ -274,10 +286,14 @@ Backend make_amx_bf16() {
 
 }  // namespace
 
+// Fastest first: the registry tries candidates in this order, so speed_rank alone decides it.
 const std::vector<Backend>& compiled_backends() {
-  static const std::vector<Backend> all = {make_amx_bf16(), make_amx(), make_avx512_int8(), make_avx512_int8x3(), make_avx512(),
-                                             make_avx2_int8(), make_avx2_int8x3(), make_avx2(),
-                                             make_reference()};
+  static const std::vector<Backend> all = [] {
+    std::vector<Backend> v = {make_amx_bf16(), make_amx(), make_avx512_int8(), make_avx512_int8x3(), make_avx512(),
+                              make_avx2_int8(), make_avx2_int8x3(), make_avx2(), make_reference()};
+    std::stable_sort(v.begin(), v.end(), [](const Backend& a, const Backend& b) { return a.speed_rank > b.speed_rank; });
+    return v;
+  }();
   return all;
 }
 

@@ -47,9 +47,9 @@ inline void prefetch_rows_start(const std::uint8_t* data, const std::uint8_t* sc
   for (std::int64_t off = 0; off < (last - b) * row_scales; off += 64) _mm_prefetch(s + off, _MM_HINT_T0);
 }
 
-#if defined(__AVX512BW__)
 // True when one of the `count` E4M3 codes at p has the sign bit or is 0x7F (NaN): such a row
 // group cannot take the shift-into-the-exponent conversion and reads the table instead.
+#if defined(__AVX512BW__)
 inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
   const __m512i nan = _mm512_set1_epi8(0x7F);
   for (std::int64_t i = 0; i < count; i += 64) {
@@ -60,9 +60,44 @@ inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
   }
   return false;
 }
+#elif defined(__AVX2__)
+inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
+  const __m256i nan = _mm256_set1_epi8(0x7F);
+  std::int64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    if (_mm256_movemask_epi8(_mm256_or_si256(v, _mm256_cmpeq_epi8(v, nan))) != 0) return true;
+  }
+  for (; i < count; ++i)
+    if (p[i] >= 0x7F) return true;
+  return false;
+}
 #endif
 
 // ---- int8-activation kernels (avx2/, vnni/) ----
+
+// The kernels take their token count as a template argument (each instance one tight loop).
+// with_token_count<MaxMb>(m, run) calls run(TokenCount<n>{}) with n = min(m, 8, MaxMb), so a
+// class that never sees more than MaxMb tokens gets no instances beyond them.
+template <int N>
+struct TokenCount {
+  static constexpr int kValue = N;
+};
+
+template <int MaxMb, class Run>
+void with_token_count(std::int64_t m, Run&& run) {
+  constexpr auto cap = [](int n) { return n < MaxMb ? n : MaxMb; };
+  switch (m) {
+    case 1: return run(TokenCount<cap(1)>{});
+    case 2: return run(TokenCount<cap(2)>{});
+    case 3: return run(TokenCount<cap(3)>{});
+    case 4: return run(TokenCount<cap(4)>{});
+    case 5: return run(TokenCount<cap(5)>{});
+    case 6: return run(TokenCount<cap(6)>{});
+    case 7: return run(TokenCount<cap(7)>{});
+    default: return run(TokenCount<cap(8)>{});
+  }
+}
 
 // Decode calls the GEMM once per 128-row slice of each expert, with the same activations again
 // and again (gate and up: the token's hidden state, for every expert; down: one expert's SiLU
@@ -93,30 +128,33 @@ bool refresh_int8_memo(Int8Memo& memo, const void* buffer, const float* x, std::
   return memo.finite;
 }
 
-// The m > 4 schedule of the int8 kernels over rows [b, e): tiles of `tile_tokens` tokens whose
-// codes stay in L1 while a chunk of ~`row_chunk_bytes` of weight rows passes under them, from
-// memory for the first tile and from L2 for the others; tokens go in blocks of ~`token_block_bytes`
-// of codes (`code_bytes_per_token` each), which fit in L2 beside the chunk. Per chunk,
-// chunk_table(c0, c1) says whether its scales need the table; then tile(i0, tokens, c0, c1, table)
-// for each tile.
-template <class ChunkTable, class Tile>
+// The m > 4 schedule of the int8 kernels over rows [b, e) of a k-column NVFP4 matrix with block
+// scales `scales`: tiles of `tile_tokens` tokens whose codes stay in L1 while a chunk of
+// ~`row_chunk_bytes` of weight rows passes under them, from memory for the first tile and from L2
+// for the others; tokens go in blocks of ~`token_block_bytes` of codes (`code_bytes_per_token`
+// each), which fit in L2 beside the chunk. Calls tile(i0, tokens, c0, c1, table) for each tile,
+// `table` telling whether the chunk's scales need the E4M3 table (checked once per chunk).
+#if defined(__AVX2__)
+template <class Tile>
 void for_each_int8_tile(std::int64_t m, std::int64_t b, std::int64_t e, std::int64_t code_bytes_per_token,
-                        std::int64_t row_bytes, std::int64_t token_block_bytes, std::int64_t row_chunk_bytes,
-                        std::int64_t tile_tokens, ChunkTable&& chunk_table, Tile&& tile) {
+                        const std::uint8_t* scales, std::int64_t k, std::int64_t token_block_bytes,
+                        std::int64_t row_chunk_bytes, std::int64_t tile_tokens, Tile&& tile) {
+  const std::int64_t row_scales = k / 16;
   std::int64_t block = token_block_bytes / code_bytes_per_token / tile_tokens * tile_tokens;
   if (block < tile_tokens) block = tile_tokens;
-  std::int64_t chunk = row_chunk_bytes / row_bytes;
+  std::int64_t chunk = row_chunk_bytes / (k / 2 + row_scales);
   if (chunk < 1) chunk = 1;
   for (std::int64_t t0 = 0; t0 < m; t0 += block) {
     const std::int64_t t1 = t0 + block < m ? t0 + block : m;
     for (std::int64_t c0 = b; c0 < e; c0 += chunk) {
       const std::int64_t c1 = c0 + chunk < e ? c0 + chunk : e;
-      const bool table = chunk_table(c0, c1);  // once per chunk
+      const bool table = has_special_scale(scales + c0 * row_scales, (c1 - c0) * row_scales);
       for (std::int64_t i0 = t0; i0 < t1; i0 += tile_tokens)
         tile(i0, t1 - i0 < tile_tokens ? t1 - i0 : tile_tokens, c0, c1, table);
     }
   }
 }
+#endif
 
 }  // namespace
 }  // namespace fp4serve::kernels

@@ -131,6 +131,24 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
   }
 }
 
+// Without AMX (switched off here, so an AMX Xeon runs this too), an AVX-512 VNNI CPU takes the
+// fp32-class VNNI backend for NVFP4 and MoE, ahead of avx512, and the fp32 avx512 kernels for the
+// families it lacks.
+TEST(Registry, WithoutAmxAutoTakesTheVnniThreePartBackend) {
+  if (!cpu_features().usable(CpuFeature::AVX512_VNNI) || !cpu_features().usable(CpuFeature::AVX512_VBMI))
+    GTEST_SKIP() << "no AVX-512 VNNI + VBMI here";
+  BackendOptions o = quiet_options();
+  o.allow_int8_activations = false;
+  o.cpu = probe_cpu_features("amx_tile");
+  auto sel = select_kernels(o, builtin_shapes());
+  const SelectionReport r = sel->report();
+  EXPECT_EQ(r.family(OpFamily::Fp4Gemm).chosen, "avx512-int8x3");
+  EXPECT_EQ(r.family(OpFamily::Moe).chosen, "avx512-int8x3");
+  EXPECT_EQ(r.family(OpFamily::DenseGemm).chosen, "avx512");
+  EXPECT_EQ(r.family(OpFamily::Attention).chosen, "avx512");
+  EXPECT_EQ(verdict(r, OpFamily::Fp4Gemm, "avx512").status, VerdictStatus::NotTried);
+}
+
 TEST(Registry, ValidateAllGivesEveryVerdict) {
   BackendOptions o = quiet_options();
   o.validate_all = true;

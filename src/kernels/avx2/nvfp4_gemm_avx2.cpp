@@ -44,6 +44,7 @@ namespace {
 
 constexpr std::int64_t kChunk = 64;    // weights per decode step (32 bytes, 4 blocks)
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the panel path
+constexpr std::int64_t kThreePartsMaxM = kMaxDecodeM;  // the int8x3 kernel: decode only
 constexpr float kDecodeTableScale = 0x1p64f;
 constexpr float kPanelTableScale = 0x1p120f;
 constexpr float kScaleBitsScale = 0x1p-120f;
@@ -105,19 +106,6 @@ float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
-// True when one of the `count` codes at p has the sign bit or is 0x7F (NaN).
-bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
-  const __m256i nan = _mm256_set1_epi8(0x7F);
-  std::int64_t i = 0;
-  for (; i + 32 <= count; i += 32) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
-    if (_mm256_movemask_epi8(_mm256_or_si256(v, _mm256_cmpeq_epi8(v, nan))) != 0) return true;
-  }
-  for (; i < count; ++i)
-    if (p[i] >= 0x7F) return true;
-  return false;
 }
 
 constexpr ScaleShuffle<8> kScaleShuffle;
@@ -604,18 +592,11 @@ __attribute__((noinline)) void int8_kernel(const Int8Args& a, const QuantizedX& 
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = hsum(acc[r][i]) * kInt8Undo * a.ws2;
 }
 
+// Three parts never see more than kThreePartsMaxM tokens (int8_gemm).
 template <int P, int R, bool kTableScales>
 void int8_rows(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
-  switch (m) {
-    case 1: return int8_kernel<P, R, 1, kTableScales>(a, q, n0);
-    case 2: return int8_kernel<P, R, 2, kTableScales>(a, q, n0);
-    case 3: return int8_kernel<P, R, 3, kTableScales>(a, q, n0);
-    case 4: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
-    case 5: return int8_kernel<P, R, 5, kTableScales>(a, q, n0);
-    case 6: return int8_kernel<P, R, 6, kTableScales>(a, q, n0);
-    case 7: return int8_kernel<P, R, 7, kTableScales>(a, q, n0);
-    default: return int8_kernel<P, R, 8, kTableScales>(a, q, n0);
-  }
+  with_token_count<(P > 1 ? kThreePartsMaxM : 8)>(
+      m, [&](auto mb) { int8_kernel<P, R, decltype(mb)::kValue, kTableScales>(a, q, n0); });
 }
 
 template <int P, int R>
@@ -633,12 +614,9 @@ constexpr std::int64_t kTileTokens = 8;
 
 template <int P>
 void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
-  const std::int64_t half = a.kg / 2, per_group = a.kg / 16, row_scales = a.k / 16;
+  const std::int64_t half = a.kg / 2, per_group = a.kg / 16;
   for_each_int8_tile(
-      m, b, e, a.kg * P, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
-      [&a, row_scales](std::int64_t c0, std::int64_t c1) {
-        return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
-      },
+      m, b, e, a.kg * P, a.scales, a.k, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
       [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
         const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
         Int8Args ai = a;
@@ -655,7 +633,7 @@ thread_local Int8Memo tl_int8_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  if (P > 1 && m > kMaxDecodeM) return nvfp4_gemm(x, m, w, y);  // three parts: no faster than fp32 panels
+  if (P > 1 && m > kThreePartsMaxM) return nvfp4_gemm(x, m, w, y);  // three parts: no faster than fp32 panels
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
   const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
   const std::size_t lanes_at = (2 * codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
@@ -672,7 +650,9 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
-    if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+    if constexpr (P == 1) {
+      if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+    }
     std::int64_t n0 = b;
     if (m <= 2) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);

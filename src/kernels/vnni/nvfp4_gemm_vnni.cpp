@@ -47,6 +47,10 @@ namespace {
 
 constexpr std::int64_t kStep = 256;      // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
+// Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
+// plus its decode, which it shares between tokens: 1.3x avx512 at m = 1, level at m = 2,
+// 0.6-0.85x from m = 4 (docs/perf.md, session 11). So only single-token calls take them.
+constexpr std::int64_t kThreePartsMaxM = 1;
 constexpr std::int32_t kPartRatio = 254;
 constexpr std::int32_t kWeightOffset = 12;
 constexpr float kActivationScale = 0x1p63f;  // 0.5 * 2^64
@@ -257,18 +261,11 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * kUndo * a.ws2;
 }
 
+// Three parts never see more than kThreePartsMaxM tokens (int8_gemm).
 template <int P, int R, bool kTableScales>
 void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
-  switch (m) {
-    case 1: return int8_kernel<P, R, 1, kTableScales>(a, q, n0);
-    case 2: return int8_kernel<P, R, 2, kTableScales>(a, q, n0);
-    case 3: return int8_kernel<P, R, 3, kTableScales>(a, q, n0);
-    case 4: return int8_kernel<P, R, 4, kTableScales>(a, q, n0);
-    case 5: return int8_kernel<P, R, 5, kTableScales>(a, q, n0);
-    case 6: return int8_kernel<P, R, 6, kTableScales>(a, q, n0);
-    case 7: return int8_kernel<P, R, 7, kTableScales>(a, q, n0);
-    default: return int8_kernel<P, R, 8, kTableScales>(a, q, n0);
-  }
+  with_token_count<(P > 1 ? kThreePartsMaxM : 8)>(
+      m, [&](auto mb) { int8_kernel<P, R, decltype(mb)::kValue, kTableScales>(a, q, n0); });
 }
 
 template <int P, int R>
@@ -283,12 +280,8 @@ constexpr std::int64_t kRowChunkBytes = 32 * 1024;
 
 template <int P>
 void int8_tiles(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
-  const std::int64_t row_scales = a.k / 16;
   for_each_int8_tile(
-      m, b, e, a.kg / kStep * Record<P>::kBytes, a.k / 2 + row_scales, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
-      [&a, row_scales](std::int64_t c0, std::int64_t c1) {
-        return has_special_scale(a.scales + c0 * row_scales, (c1 - c0) * row_scales);
-      },
+      m, b, e, a.kg / kStep * Record<P>::kBytes, a.scales, a.k, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
       [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
         const QuantizedX qi{q.base + i0 * (a.kg / kStep) * Record<P>::kBytes, q.step_stride};  // i0: a multiple of 8
         Args ai = a;
@@ -305,10 +298,7 @@ thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 template <int P>
 void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
-  // plus its decode, which it shares between tokens: 1.3x avx512 at m = 1, level at m = 2,
-  // 0.6-0.85x from m = 4 (docs/perf.md, session 11). So only single-token calls take them.
-  if (P > 1 && m > 1) return avx512::nvfp4_gemm(x, m, w, y);
+  if (P > 1 && m > kThreePartsMaxM) return avx512::nvfp4_gemm(x, m, w, y);
   const std::int64_t kg = (w.k + kStep - 1) / kStep * kStep;
   const std::int64_t tile = tile_tokens(m), tiles = (m + tile - 1) / tile;
   const std::size_t x_at = static_cast<std::size_t>(tiles * tile * (kg / kStep) * Record<P>::kBytes);
@@ -321,7 +311,9 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
-    if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+    if constexpr (P == 1) {
+      if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+    }
     std::int64_t n0 = b;
     if (m <= 2) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
