@@ -39,7 +39,7 @@ std::vector<IntegerFamily> runnable_families() {
   for (const char* isa : {"avx2", "avx512"}) {
     const std::string name(isa);
     const IntegerFamily f{runnable_backend((name + "-int8").c_str()), runnable_backend((name + "-int8x3").c_str()),
-                          runnable_backend(isa), name == "avx2" ? 4 : 1};
+                          runnable_backend(isa), name == "avx2" ? 4 : 2};
     if (f.one != nullptr && f.three != nullptr && f.exact != nullptr) out.push_back(f);
   }
   return out;

@@ -2,12 +2,14 @@
 // kernels (avx2/nvfp4_gemm_avx2.cpp) with one instruction where AVX2 needs four.
 //
 // A step is 256 elements of a row: 128 code bytes, 16 blocks of 16, one int32 lane per block.
-// Byte 8b + j of a 64-byte half holds elements 2j (low nibble) and 2j + 1 (high nibble) of its
-// block b. Per half:
-//   lo = vpermb(v, T), hi = vpermb(v >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
-// (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask). Then
-// four two-source dword permutes gather, for lane L = block L of the step, the dwords holding its
-// elements {0,2,4,6}, {8,10,12,14} (from lo) and {1,3,5,7}, {9,11,13,15} (from hi) into W0..W3.
+// Byte 8b + j of the step holds elements 2j (low nibble) and 2j + 1 (high nibble) of block b.
+// Two two-source byte permutes gather, for lane L = block L, bytes 8L..8L+3 into G0 and
+// 8L+4..8L+7 into G1; then a table lookup of each nibble gives W0..W3, block L's elements
+// {0,2,4,6}, {8,10,12,14} (low nibbles of G0, G1) and {1,3,5,7}, {9,11,13,15} (high nibbles):
+//   W0 = vpermb(G0, T), W2 = vpermb(G0 >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
+// (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask).
+// Looking up first and gathering dwords after took four dword permutes where this takes two
+// byte permutes: 3-4 % more per core (docs/perf.md, session 12).
 // Activations are quantized per block to int8 and stored in that order (X0..X3), so
 //   s = vpdpbusd(vpdpbusd(vpdpbusd(vpdpbusd(-corr, W0, X0), W1, X1), W2, X2), W3, X3)
 // leaves in lane L the exact sum over block L minus the offset's 12 * sum(q), which the
@@ -23,7 +25,7 @@
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
 // m <= 4 (decode) runs R rows x m tokens per loop. For m > 4 (prefill, batched experts) P = 1
 // runs the same loop over 8-token tiles whose codes stay in L1 while a chunk of rows passes under
-// them. P = 3 takes only m = 1: from m = 2 on the exact avx512 kernel is as fast or faster.
+// them. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
 //
 // Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
 // 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
@@ -48,9 +50,10 @@ namespace {
 constexpr std::int64_t kStep = 256;      // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
 // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
-// plus its decode, which it shares between tokens: 1.3x avx512 at m = 1, level at m = 2,
-// 0.6-0.85x from m = 4 (docs/perf.md, session 11). So only single-token calls take them.
-constexpr std::int64_t kThreePartsMaxM = 1;
+// plus its decode, which it shares between tokens: per core 1.3x avx512 at m = 1, 1.1-1.3x at
+// m = 2, 0.9x at m = 3 and 0.85x at m = 4 (docs/perf.md, sessions 11 and 12). So calls with one
+// or two tokens take them (decode; batched decode's experts, most of which see one or two).
+constexpr std::int64_t kThreePartsMaxM = 2;
 constexpr std::int32_t kPartRatio = 254;
 constexpr std::int32_t kWeightOffset = 12;
 constexpr float kActivationScale = 0x1p63f;  // 0.5 * 2^64
@@ -83,19 +86,21 @@ struct LaneOrder {
 };
 constexpr LaneOrder kLaneOrder;
 
-// vpermt2d indices: W0 and W2 take dword 2b of the first (b < 8) or second half, W1 and W3
-// dword 2b + 1 (the half block's other four elements).
-struct PairDwords {
-  alignas(64) std::int32_t even[16];
-  alignas(64) std::int32_t odd[16];
-  constexpr PairDwords() : even{}, odd{} {
-    for (int l = 0; l < 16; ++l) {
-      even[l] = (l < 8 ? 0 : 16) + 2 * (l % 8);
-      odd[l] = even[l] + 1;
-    }
+// vpermt2b indices over the step's 128 code bytes: byte 4L + j of the first gather is byte
+// 8L + j (block L's elements {0,2,4,6} in its low nibbles, {1,3,5,7} in its high ones), of the
+// second byte 8L + 4 + j (elements {8,10,12,14} and {9,11,13,15}).
+struct BlockBytes {
+  alignas(64) std::uint8_t first[64];
+  alignas(64) std::uint8_t second[64];
+  constexpr BlockBytes() : first{}, second{} {
+    for (int l = 0; l < 16; ++l)
+      for (int j = 0; j < 4; ++j) {
+        first[4 * l + j] = static_cast<std::uint8_t>(8 * l + j);
+        second[4 * l + j] = static_cast<std::uint8_t>(8 * l + 4 + j);
+      }
   }
 };
-constexpr PairDwords kPairDwords;
+constexpr BlockBytes kBlockBytes;
 
 // Quantized activations, one record of 64-byte lines per (step, token). Tokens go in tiles of
 // T = min(m, 8) (the kernels' token tiles); within a tile the records of one step lie side by
@@ -192,7 +197,7 @@ struct Args {
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
-  const __m512i even = _mm512_load_si512(kPairDwords.even), odd = _mm512_load_si512(kPairDwords.odd);
+  const __m512i first = _mm512_load_si512(kBlockBytes.first), second = _mm512_load_si512(kBlockBytes.second);
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
@@ -201,6 +206,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
   using Rec = Record<P>;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  const std::int64_t ahead_rows = ahead / row_bytes;
   __m512 acc[R][MB];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -225,14 +231,17 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 + 64), _MM_HINT_T1);
+        // The scales of the rows the codes prefetch reaches: four steps share a line. Without
+        // it has_special_scale's first read of each row pair stalled (6 % of decode samples).
+        if ((g & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_rows * row_scales), _MM_HINT_T0);
         v0 = _mm512_loadu_si512(row);
         v1 = _mm512_loadu_si512(row + 64);
         sw = step_scales(sp, 16, kTableScales, a.e4m3);
       }
-      const __m512i lo0 = _mm512_permutexvar_epi8(v0, table), hi0 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v0, 4), table);
-      const __m512i lo1 = _mm512_permutexvar_epi8(v1, table), hi1 = _mm512_permutexvar_epi8(_mm512_srli_epi16(v1, 4), table);
-      const __m512i w0 = _mm512_permutex2var_epi32(lo0, even, lo1), w1 = _mm512_permutex2var_epi32(lo0, odd, lo1);
-      const __m512i w2 = _mm512_permutex2var_epi32(hi0, even, hi1), w3 = _mm512_permutex2var_epi32(hi0, odd, hi1);
+      // Gather each block's bytes into its lane, then look up both nibbles of each byte.
+      const __m512i g0 = _mm512_permutex2var_epi8(v0, first, v1), g1 = _mm512_permutex2var_epi8(v0, second, v1);
+      const __m512i w0 = _mm512_permutexvar_epi8(g0, table), w2 = _mm512_permutexvar_epi8(_mm512_srli_epi16(g0, 4), table);
+      const __m512i w1 = _mm512_permutexvar_epi8(g1, table), w3 = _mm512_permutexvar_epi8(_mm512_srli_epi16(g1, 4), table);
 #pragma GCC unroll 8
       for (int i = 0; i < MB; ++i) {
         const std::uint8_t* rec = xg + i * Rec::kBytes;
