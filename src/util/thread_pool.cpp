@@ -50,10 +50,17 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work_chunks() {
+  const std::int64_t threads = size();
   for (;;) {
-    const std::int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
-    if (begin >= count_) return;
-    const std::int64_t end = std::min(count_, begin + chunk_);
+    // Guided: each range is a share of what is left, from chunk_ down to the grain, so the
+    // last ranges are small and the threads finish together (a chunk_-sized last range kept
+    // the others waiting for up to an eighth of the job on two threads).
+    std::int64_t begin = next_.load(std::memory_order_relaxed), end = 0;
+    do {
+      if (begin >= count_) return;
+      const std::int64_t share = (count_ - begin) / (2 * threads) / grain_ * grain_;
+      end = std::min(count_, begin + std::clamp(share, grain_, chunk_));
+    } while (!next_.compare_exchange_weak(begin, end, std::memory_order_relaxed));
     try {
       call_(ctx_, begin, end);
     } catch (...) {
@@ -91,14 +98,16 @@ void ThreadPool::run(std::int64_t count, std::int64_t grain, Trampoline call, vo
     return;
   }
   std::lock_guard<std::mutex> submit(submit_mu_);
-  // About four ranges per thread balance uneven progress (other processes share the cores)
-  // without making ranges so small that per-range setup shows. Ranges start at multiples of grain.
+  // Ranges of at most a quarter of a thread's share balance uneven progress (other processes
+  // share the cores) without making ranges so small that per-range setup shows; they shrink
+  // toward the grain as the job runs out (work_chunks). Ranges start at multiples of grain.
   const std::int64_t units = (count + grain - 1) / grain;
   const std::int64_t per = std::max<std::int64_t>(1, units / (4 * size()));
   call_ = call;
   ctx_ = ctx;
   count_ = count;
   chunk_ = per * grain;
+  grain_ = grain;
   next_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
   pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);

@@ -48,7 +48,8 @@ class ThreadPool {
   Trampoline call_ = nullptr;
   void* ctx_ = nullptr;
   std::int64_t count_ = 0;
-  std::int64_t chunk_ = 1;
+  std::int64_t chunk_ = 1;  // the largest range
+  std::int64_t grain_ = 1;  // the smallest (but the last)
   std::atomic<std::int64_t> next_{0};
   std::atomic<int> pending_{0};  // workers that have not finished the current generation
   std::exception_ptr error_;

@@ -2,11 +2,13 @@
 // nest without deadlock, and carry exceptions back to the caller.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -24,6 +26,27 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
     });
     for (std::int64_t i = 0; i < count; ++i) ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1) << count << " " << i;
   }
+}
+
+// A range the size of the first ones at the end keeps the other threads waiting for it; the
+// ranges shrink toward the grain as the job runs out, so the threads finish together.
+TEST(ThreadPool, RangesShrinkTowardTheGrainAsTheJobRunsOut) {
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+  pool.parallel_for(1000, 4, [&](std::int64_t b, std::int64_t e) {
+    std::lock_guard<std::mutex> lk(mu);
+    ranges.emplace_back(b, e);
+  });
+  std::sort(ranges.begin(), ranges.end());
+  ASSERT_GE(ranges.size(), 3u);
+  EXPECT_EQ(ranges.front().second - ranges.front().first, 124) << "the first ranges: an eighth of 250 grains";
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    EXPECT_EQ(ranges[i].first, ranges[i - 1].second);
+    EXPECT_LE(ranges[i].second - ranges[i].first, ranges[i - 1].second - ranges[i - 1].first) << "range " << i;
+  }
+  EXPECT_EQ(ranges.back().second, 1000);
+  EXPECT_LE(ranges.back().second - ranges.back().first, 4) << "the last range is one grain";
 }
 
 TEST(ThreadPool, UsesWorkerThreads) {
