@@ -227,8 +227,8 @@ Backend make_avx512_int8x3() {
   static const IntegerKernels k("avx512-int8x3", vnni::nvfp4_gemm_int8x3, avx512::nvfp4_gemm, avx512::dense_gemm,
                                 avx512_vector_math());
   return integer_backend(k,
-                         "AVX-512 VNNI: NVFP4 decode with activations as three int8 parts per 16-element "
-                         "block (within 6.1e-8 of the block max), vpdpbusd dot products, for one or two tokens; m > 2 as avx512",
+                         "AVX-512 VNNI: NVFP4 decode (m <= 2) with activations as three int8 parts per 16-element "
+                         "block (within 6.1e-8 of the block max), vpdpbusd dot products; m > 2 as avx512",
                          22, Precision::Int8x3Activations, vnni_needs());
 }
 

@@ -16,7 +16,7 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 // NaN/Inf: nvfp4_gemm.
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // m <= 4: activations as three int8 parts per 16-element block (each element within 6.1e-8 of
-// its block's max: fp32-class, Precision::Activations16), the same integer dot products three
+// its block's max: fp32-class, Precision::Int8x3Activations), the same integer dot products three
 // times per decoded weight; m > 4 and rows with NaN/Inf: nvfp4_gemm.
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // BF16/F16/F32/FP8

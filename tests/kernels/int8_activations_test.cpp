@@ -166,7 +166,7 @@ TEST(Int8Activations, LargestProductsStayExact) {
 }
 
 // The three-part kernels have no tiles: where three parts cost more than the exact kernel (m > 4
-// on AVX2, m > 1 on AVX-512, where the fp32 kernel shares its decode between tokens), they run it.
+// on AVX2, m > 2 on AVX-512, where the fp32 kernel shares its decode between tokens), they run it.
 TEST(Int8x3Activations, LargerBatchesRunTheExactKernel) {
   REQUIRE_FAMILIES(families);
   for (const IntegerFamily& f : families)
@@ -178,6 +178,25 @@ TEST(Int8x3Activations, LargerBatchesRunTheExactKernel) {
       f.exact->fp4.gemm->run(x.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
       f.three->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
       EXPECT_EQ(got, want) << f.three->name << " m=" << m;  // bit for bit: the same kernel
+    }
+}
+
+// Up to their largest m (4 on AVX2, 2 on AVX-512) the three-part kernels run their own integer
+// path: within the fp32 tolerance of the reference, yet not bit for bit the exact kernel's result
+// (their sums are exact integers combined in fp32, the exact kernel's FMAs round per product).
+TEST(Int8x3Activations, SmallBatchesRunTheThreePartKernel) {
+  REQUIRE_FAMILIES(families);
+  for (const IntegerFamily& f : families)
+    for (std::int64_t m = 1; m <= f.three_max_m; ++m) {
+      Rng rng(4);
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 21, 128);
+      const auto x = random_activations(rng, m, 128);
+      std::vector<float> want(static_cast<std::size_t>(m * 21)), exact(want.size(), NAN), got(want.size(), NAN);
+      reference_kernels().fp4_gemm->run(x.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
+      f.exact->fp4.gemm->run(x.data(), m, w->w, exact.data(), Fp4Semantics::W4A16);
+      f.three->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
+      EXPECT_LE(output_error(got.data(), want.data(), m, 21), 2e-6) << f.three->name << " m=" << m;
+      EXPECT_NE(got, exact) << f.three->name << " m=" << m << ": the exact kernel ran";
     }
 }
 
