@@ -2,13 +2,16 @@
 // machine's memory read bandwidth measured in the same run so decode is shown against its
 // roofline (bandwidth / weight bytes read per decoded token).
 //
-//   fp4serve bench -m DIR [-p 512] [-n 128] [-t THREADS] [--batch 1,4,16] [--reps 3] [--json]
+//   fp4serve bench -m DIR [-p 512] [-n 128] [-d 0] [-t THREADS] [--batch 1,4,16] [--reps 3] [--json]
 //                  [--bandwidth-mib N] [--check-weights] [--w4a4] [backend flags]
 //
 // Tests (each repeated --reps times; median, min, max, standard deviation reported):
 //   pp<p>          one sequence, one forward over p prompt tokens (tokens/s = p / time)
 //   tg<n> @ b<B>   B sequences decoding together from an empty cache: n steps, each one
 //                  CausalLM::forward over B one-token chunks (aggregate tokens/s = B * n / time)
+//   -d D           both tests start from D tokens already in each sequence's cache (llama-bench's
+//                  -d; names "pp512 @ d4096"): prefilled once, untimed, into one sequence and
+//                  copied to the others; every repetition starts from that context again.
 // Also: the time from the start of loading to the first token of a 16-token prompt (weights
 // mapped, kernels validated, tokenizer read, as `run` and `serve` load; prefill, argmax), and resident memory (VmRSS / VmHWM) against the
 // checkpoint's weight bytes plus the KV cache bench allocated. The bandwidth is measured last,
@@ -56,6 +59,7 @@ struct BenchArgs {
   std::string model_dir;
   std::int64_t prompt = 512;
   std::int64_t generate = 128;
+  std::int64_t depth = 0;
   int threads = 0;  // 0: the pool's default (FP4SERVE_THREADS or every CPU)
   std::string batch = "1";
   int reps = 3;
@@ -91,6 +95,7 @@ void check_args(const BenchArgs& a) {
   if (a.prompt < 0 || a.prompt > 65536) fail("-p/--n-prompt must be 0..65536 tokens, got ", a.prompt);
   if (a.generate < 0 || a.generate > 65536) fail("-n/--n-gen must be 0..65536 tokens, got ", a.generate);
   if (a.prompt == 0 && a.generate == 0) fail("-p and -n are both 0: nothing to measure");
+  if (a.depth < 0 || a.depth > 65536) fail("-d/--n-depth must be 0..65536 tokens, got ", a.depth);
   if (a.reps < 1 || a.reps > 1000) fail("--reps must be 1..1000, got ", a.reps);
   if (a.threads < 0 || a.threads > 1024) fail("-t/--threads must be 1..1024, got ", a.threads);
   if (a.bandwidth_mib > (std::uint64_t{1} << 20)) fail("--bandwidth-mib ", a.bandwidth_mib, " is more than 1 TiB");
@@ -154,14 +159,34 @@ class Sequences {
       q.state.recurrent_state = q.recurrent;
     }
   }
-  // A fresh start: past 0, recurrent state zero (keys and values past `past` are never read).
+  // Back to the start: past = the start's depth (0 unless set_start), the linear-attention
+  // state as it was there (keys and values past `past` are never read, only overwritten).
   void reset() {
     for (Seq& q : seqs_) {
-      q.state.past = 0;
-      for (float* p : q.conv) std::fill(p, p + spec_.conv_state_floats, 0.0f);
-      for (float* p : q.recurrent) std::fill(p, p + spec_.recurrent_state_floats, 0.0f);
+      q.state.past = start_past_;
+      std::size_t at = 0;
+      for (std::size_t l = 0; l < q.conv.size(); ++l) {
+        restore(q.conv[l], spec_.conv_state_floats, at);
+        restore(q.recurrent[l], spec_.recurrent_state_floats, at);
+      }
     }
   }
+  // Sequence 0 as it is now (its `past` tokens cached) becomes every sequence's start.
+  void set_start() {
+    const SequenceState& first = seqs_.front().state;
+    const std::size_t per_seq = storage_.size() / seqs_.size();
+    for (std::size_t s = 1; s < seqs_.size(); ++s)
+      std::copy(storage_.begin(), storage_.begin() + static_cast<std::ptrdiff_t>(per_seq),
+                storage_.begin() + static_cast<std::ptrdiff_t>(s * per_seq));
+    start_state_.clear();
+    const Seq& q = seqs_.front();
+    for (std::size_t l = 0; l < q.conv.size(); ++l) {
+      start_state_.insert(start_state_.end(), q.conv[l], q.conv[l] + spec_.conv_state_floats);
+      start_state_.insert(start_state_.end(), q.recurrent[l], q.recurrent[l] + spec_.recurrent_state_floats);
+    }
+    start_past_ = first.past;
+  }
+  std::int64_t start_past() const { return start_past_; }
   SequenceState& state(std::int64_t s) { return seqs_[static_cast<std::size_t>(s)].state; }
   std::uint64_t bytes() const { return storage_.size() * sizeof(float); }
 
@@ -170,9 +195,21 @@ class Sequences {
     std::vector<float*> blocks, conv, recurrent;
     SequenceState state;
   };
+  // n floats of the start's state from start_state_[at] (zeros without a start), at += n.
+  void restore(float* p, std::int64_t n, std::size_t& at) const {
+    if (start_state_.empty()) {
+      std::fill(p, p + n, 0.0f);
+      return;
+    }
+    std::copy(start_state_.begin() + static_cast<std::ptrdiff_t>(at), start_state_.begin() + static_cast<std::ptrdiff_t>(at + n), p);
+    at += static_cast<std::size_t>(n);
+  }
+
   StateSpec spec_;
   std::vector<float> storage_;
   std::vector<Seq> seqs_;
+  std::int64_t start_past_ = 0;
+  std::vector<float> start_state_;  // conv, recurrent per linear layer of sequence 0 at the start
 };
 
 // Deterministic prompt tokens spread over the vocabulary (no tokenizer needed).
@@ -196,7 +233,7 @@ std::int32_t argmax(std::span<const float> row, const char* what) {
   return static_cast<std::int32_t>(best);
 }
 
-// One forward of `tokens` on a fresh sequence; returns its first generated token.
+// One forward of `tokens` on sequence 0 from the start; returns its first generated token.
 std::int32_t prefill(const CausalLM& model, Sequences& seqs, const std::vector<std::int32_t>& tokens, std::vector<float>& logits) {
   seqs.reset();
   SequenceChunk chunk;
@@ -207,7 +244,7 @@ std::int32_t prefill(const CausalLM& model, Sequences& seqs, const std::vector<s
   return argmax({logits.data(), static_cast<std::size_t>(model.vocab_size())}, "prefill");
 }
 
-// n decode steps of `batch` sequences from an empty cache; returns the seconds taken.
+// n decode steps of `batch` sequences from the start; returns the seconds taken.
 double decode(const CausalLM& model, Sequences& seqs, std::int64_t batch, std::int64_t n, std::vector<float>& logits) {
   seqs.reset();
   const std::int64_t vocab = model.vocab_size();
@@ -284,15 +321,24 @@ void bench(BenchArgs& a) {
   const std::int64_t max_batch = *std::max_element(batches.begin(), batches.end());
   constexpr std::int64_t kFirstPrompt = 16;
 
-  Sequences seqs(model->state_spec(), max_batch, std::max({a.prompt, a.generate, kFirstPrompt}) + 1);
+  Sequences seqs(model->state_spec(), max_batch, std::max({a.prompt, a.generate, kFirstPrompt}) + a.depth + 1);
   std::vector<float> logits(static_cast<std::size_t>(max_batch * vocab));
   prefill(*model, seqs, prompt_tokens(kFirstPrompt, vocab), logits);
   const double ttft_s = seconds_since(start);
+  double depth_s = 0.0;
+  if (a.depth > 0) {  // the context every test starts from (untimed)
+    const auto t0 = Clock::now();
+    prefill(*model, seqs, prompt_tokens(a.depth, vocab), logits);
+    seqs.state(0).past = a.depth;
+    seqs.set_start();
+    depth_s = seconds_since(t0);
+  }
+  const std::string at_depth = a.depth > 0 ? " @ d" + std::to_string(a.depth) : "";
 
   std::vector<TestResult> results;
   if (a.prompt > 0) {
     const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
-    TestResult t{"pp" + std::to_string(a.prompt), 1, a.prompt, {}, {}};
+    TestResult t{"pp" + std::to_string(a.prompt) + at_depth, 1, a.prompt, {}, {}};
     std::vector<double> secs, rates;
     for (int r = 0; r < a.reps; ++r) {
       const auto t0 = Clock::now();
@@ -306,7 +352,7 @@ void bench(BenchArgs& a) {
   }
   if (a.generate > 0) {
     for (std::int64_t b : batches) {
-      TestResult t{"tg" + std::to_string(a.generate), b, a.generate * b, {}, {}};
+      TestResult t{"tg" + std::to_string(a.generate) + at_depth, b, a.generate * b, {}, {}};
       decode(*model, seqs, b, std::min<std::int64_t>(a.generate, 4), logits);  // warm-up, as llama-bench
       std::vector<double> secs, rates;
       for (int r = 0; r < a.reps; ++r) {
@@ -335,6 +381,10 @@ void bench(BenchArgs& a) {
   const double fraction_of_median =
       bw.median_gb_per_s > 0 ? fraction * bw.best_gb_per_s / bw.median_gb_per_s : 0.0;
   const std::uint64_t expected_memory = summary.resident_weight_bytes + seqs.bytes();
+  // What decode reads from the cache per token at the depth, beyond the weights (fp32 keys and values).
+  const StateSpec spec = model->state_spec();
+  const std::uint64_t kv_bytes_at_depth = static_cast<std::uint64_t>(
+      spec.kv_block_floats(Sequences::kBlockTokens) / Sequences::kBlockTokens * a.depth) * sizeof(float);
 
   if (a.json) {
     nlohmann::json j;
@@ -353,6 +403,9 @@ void bench(BenchArgs& a) {
     j["load_s"] = load_s;
     j["ttft_s"] = ttft_s;
     j["ttft_prompt_tokens"] = kFirstPrompt;
+    j["depth"] = a.depth;
+    j["depth_prefill_s"] = depth_s;
+    j["kv_bytes_read_per_token_at_depth"] = kv_bytes_at_depth;
     nlohmann::json tests = nlohmann::json::array();
     for (const TestResult& t : results) {
       nlohmann::json e = {{"test", t.name},
@@ -414,6 +467,10 @@ void bench(BenchArgs& a) {
     if (tg1 != nullptr && t.name[0] == 't' && t.batch != 1)
       std::cout << "batch " << t.batch << ": " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2)
                 << "x the aggregate tokens/s of batch 1\n";
+  if (a.depth > 0)
+    std::cout << "depth: " << a.depth << " tokens prefilled once in " << fixed(depth_s, 1) << " s; decode there also reads "
+              << fixed(static_cast<double>(kv_bytes_at_depth) / 1e9, 3)
+              << " GB/token of cached keys and values (the roofline above counts weights only)\n";
   std::cout << "start to first token: " << fixed(ttft_s, 2) << " s (load + kernel validation " << fixed(load_s, 2)
             << " s, then a " << kFirstPrompt << "-token prompt)\n";
   std::cout << "memory: VmHWM " << fixed(gib(hwm), 2) << " GiB, VmRSS " << fixed(gib(rss), 2) << " GiB; weights "
@@ -439,6 +496,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-m,--model", a->model_dir, "Checkpoint directory (config.json + safetensors)")->required();
   cmd->add_option("-p,--n-prompt", a->prompt, "Prompt tokens of the prefill test pp<p> (0 = skip)")->capture_default_str();
   cmd->add_option("-n,--n-gen", a->generate, "Tokens generated per sequence in the decode test tg<n> (0 = skip)")
+      ->capture_default_str();
+  cmd->add_option("-d,--n-depth", a->depth,
+                  "Tokens already cached in each sequence before every test (llama-bench's -d; prefilled once, untimed)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Kernel threads (default: FP4SERVE_THREADS or every CPU)");
   cmd->add_option("--batch", a->batch, "Sequences decoding together, comma-separated (e.g. 1,4,16)")->capture_default_str();

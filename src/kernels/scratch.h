@@ -17,7 +17,8 @@ enum ScratchSlot : int {
   kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers
   kScratchInt8Activations = 13,  // the AVX2 int8 GEMM's last quantized activations, kept across calls
   kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
-  kScratchSlots = 15,
+  kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)
+  kScratchSlots = 16,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

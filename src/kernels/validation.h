@@ -23,7 +23,9 @@ inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 17};
 struct AttentionCaseShape {
   std::int64_t m, past;
 };
-inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}};
+// Attention: decode over a short cache, a short chunk, a prefill, and decode over a cache long
+// enough for the split-position path (slices of >= 256 positions, avx512 from 2 threads on).
+inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}, {1, 700}};
 // Linear attention (conv1d + delta rule), each from a random non-zero state: one decode step, a
 // short prefill, and 80 steps (past a 64-step chunk of a chunked delta rule, with a remainder).
 inline constexpr std::int64_t kLinearAttentionValidationM[] = {1, 7, 80};

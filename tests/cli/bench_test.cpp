@@ -31,6 +31,7 @@ TEST(Bench, ArgumentErrorsNameTheFlag) {
   expect_refused(m + " -p 0 -n 0", "nothing to measure");
   expect_refused(m + " -p 70000", "-p/--n-prompt must be 0..65536");
   expect_refused(m + " -t 5000", "-t/--threads");
+  expect_refused(m + " -d -1", "-d/--n-depth must be 0..65536");
   expect_refused("-p 8", "--model");                  // -m is required
   expect_refused(m + " -p 8 -n 2", tmp.path().string());  // a missing checkpoint is named
 }
@@ -100,6 +101,43 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_GT(j["ttft_s"].get<double>(), j["load_s"].get<double>());
   EXPECT_EQ(j["ttft_prompt_tokens"], 16);
   EXPECT_TRUE(j["kernels"].is_object());
+}
+
+TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 7 --quiet --out " + dir).code, 0);
+  auto run = [&](const std::string& depth) {
+    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 --batch 1,2 --reps 2 --bandwidth-mib 16 --json" + depth);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  };
+  const auto flat = run("");
+  const auto deep = run(" -d 40");
+  EXPECT_EQ(flat["depth"], 0);
+  EXPECT_EQ(flat["kv_bytes_read_per_token_at_depth"], 0);
+  EXPECT_EQ(deep["depth"], 40);
+  EXPECT_GT(deep["depth_prefill_s"].get<double>(), 0);
+  ASSERT_EQ(deep["tests"].size(), 3u);
+  EXPECT_EQ(deep["tests"][0]["test"], "pp4 @ d40");
+  EXPECT_EQ(deep["tests"][1]["test"], "tg3 @ d40");
+  EXPECT_EQ(deep["tests"][2]["batch"], 2);
+  // Every cached position is read once per decoded token: 40 positions' keys and values.
+  const double kv_per_token = deep["kv_bytes_read_per_token_at_depth"].get<double>() / 40.0;
+  EXPECT_GT(kv_per_token, 0);
+  // That is the cache's size per position: without depth 2 sequences hold 2 blocks of 16 (the
+  // 16-token first prompt + 1); with it the depth is added to each (57 positions: 4 blocks).
+  EXPECT_DOUBLE_EQ(flat["memory"]["kv_bytes"].get<double>(), 2 * 32 * kv_per_token);
+  EXPECT_DOUBLE_EQ(deep["memory"]["kv_bytes"].get<double>(), 2 * 64 * kv_per_token);
+
+  // A hybrid model's start also holds the linear-attention state, restored before every test
+  // (bench fails on non-finite logits, so a state left half-written would show).
+  const std::string hybrid = (tmp.path() / "hybrid").string();
+  ASSERT_EQ(run_cli("synth --arch qwen3_5_moe --preset tiny --seed 7 --quiet --out " + hybrid).code, 0);
+  const CliResult h = run_cli("bench -m " + hybrid + " -p 4 -n 3 -d 24 --batch 1,2 --reps 2 --bandwidth-mib 16");
+  ASSERT_EQ(h.code, 0) << h.out;
+  for (const char* want : {"| pp4 @ d24 ", "| tg3 @ d24 ", "depth: 24 tokens prefilled once"})
+    EXPECT_NE(h.out.find(want), std::string::npos) << want << "\n" << h.out;
 }
 
 TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {

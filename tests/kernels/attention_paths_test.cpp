@@ -1,5 +1,6 @@
 // The SIMD attention backends' separate paths against the reference: per (token, KV head) with
-// every query head of the group (prefill), per (token, head) (decode), each head_dim from 16 to
+// every query head of the group (prefill), per (token, head) (decode over a short cache), per
+// (token, KV head, slice of positions) (decode over a long cache), each head_dim from 16 to
 // 128 (register-resident, head_dim / 16 as a template argument) and a wider one, position
 // counts around the 16-position blocks, paged caches with blocks of 1, 5 and 16 tokens.
 #include <gtest/gtest.h>
@@ -32,10 +33,24 @@ TEST(AttentionPaths, PerHeadDecodeMatchesReference) {
       check(c, 1.0f);
 }
 
+TEST(AttentionPaths, SplitDecodeMatchesReference) {
+  // Fewer (token, KV head) tasks than 4 per thread and at least 512 positions: slices of >= 256
+  // positions whose partial softmaxes are rescaled and summed. One KV head splits on any thread
+  // count; Qwen3's 4 KV heads at one token from 2 threads on.
+  for (std::int64_t dim : {16, 64, 128})
+    for (const Case& c : {Case{8, 1, dim, 1, 511}, Case{8, 1, dim, 1, 1100}, Case{8, 1, dim, 2, 700}})
+      check(c, 1.0f);
+  // Qwen3-30B-A3B's layout, slices that do not fall on the 16-position blocks.
+  check(Case{32, 4, 128, 1, 1000}, 1.0f);
+  check(Case{32, 4, 128, 1, 2047}, 1.0f);
+}
+
 TEST(AttentionPaths, PeakedScoresMatchReference) {
   // Large scores: the softmax is nearly one-hot, so an off-by-one position or a wrong scale shows.
   check(Case{8, 2, 64, 40, 9}, 6.0f);
   check(Case{8, 2, 64, 1, 70}, 6.0f);
+  // Split decode: the peak lies in one slice, the other slices' weights must fall to ~0.
+  check(Case{8, 1, 64, 1, 900}, 6.0f);
 }
 
 }  // namespace

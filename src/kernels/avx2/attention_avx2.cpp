@@ -1,12 +1,14 @@
 // Causal GQA attention for one sequence, AVX2 + FMA: as the AVX-512 version with 8 lanes
 // (head_dim a multiple of 8). Prefill takes one task per (query token, KV head) for all the heads
-// of the group (kv_group); decode one per (query token, head), four keys per pass over q. Value
-// accumulators stay in registers, 64 dims per pass.
+// of the group (kv_group); decode over a long cache the same tasks over slices of the positions
+// (kernels/attention_split.h); decode over a short one one task per (query token, head), four
+// keys per pass over q. Value accumulators stay in registers, 64 dims per pass.
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/attention_split.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
@@ -121,8 +123,10 @@ void add_values(const float* const* rows, std::int64_t n, const float* scores, s
 // Prefill: all query heads of KV head g for query token i, 8 positions at a time, so each key and
 // value row comes from L2 once per block and from L1 for the group's other heads (Qwen3-30B-A3B:
 // 8 heads per KV head). The per-head path read every row from L2 once per head.
-void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
-  const std::int64_t D = a.head_dim, visible = a.past + i + 1, kv_stride = a.num_kv_heads * D;
+// Positions [first, last); part == nullptr: all of [0, visible), normalized into a.out.
+void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
+                    const SlicePartial* part) {
+  const std::int64_t D = a.head_dim, visible = last - first, kv_stride = a.num_kv_heads * D;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kGroupBlock - 1) / kGroupBlock * kGroupBlock;  // scores row per head
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D)) * sizeof(float)));
@@ -132,7 +136,8 @@ void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
     // Past the last position, row 0 again: its scores land in the row's padding, never read.
-    for (std::int64_t j = 0; j < kGroupBlock; ++j) rows[j] = kv_row(a, a.k_offset + g * D, kv_stride, p0 + (j < n ? j : 0));
+    for (std::int64_t j = 0; j < kGroupBlock; ++j)
+      rows[j] = kv_row(a, a.k_offset + g * D, kv_stride, first + p0 + (j < n ? j : 0));
     for (std::int64_t h = 0; h < G; ++h) {
       __m256 acc[kGroupBlock];
       for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_setzero_ps();
@@ -144,22 +149,31 @@ void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
     }
   }
   float inv[kMaxGroup];
-  for (std::int64_t h = 0; h < G; ++h) inv[h] = static_cast<float>(1.0 / avx2::softmax_numerators(scores + h * stride, visible));
+  for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx2::softmax_numerators, part, h);
+  if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
   for (std::int64_t x = 0; x < G * D; x += 8) _mm256_storeu_ps(accs + x, _mm256_setzero_ps());
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
-    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row(a, a.v_offset + g * D, kv_stride, p0 + j);
+    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row(a, a.v_offset + g * D, kv_stride, first + p0 + j);
     for (std::int64_t h = 0; h < G; ++h) {
       std::int64_t d0 = 0;
       for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
       for (; d0 < D; d0 += 8) add_values<1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
     }
   }
+  if (part != nullptr) return;
   float* out = a.out + (i * a.num_heads + h0) * D;
   for (std::int64_t h = 0; h < G; ++h) {
     const __m256 sc = _mm256_set1_ps(inv[h]);
     for (std::int64_t d = 0; d < D; d += 8) _mm256_storeu_ps(out + h * D + d, _mm256_mul_ps(_mm256_loadu_ps(accs + h * D + d), sc));
   }
+}
+
+void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) { kv_group_range(a, i, g, 0, a.past + i + 1, nullptr); }
+
+void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
+                    const SlicePartial& part) {
+  kv_group_range(a, i, g, first, last, &part);
 }
 
 }  // namespace
@@ -172,6 +186,10 @@ void attention(const AttentionArgs& a) {
       for (std::int64_t t = b; t < e; ++t) kv_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
     });
     return;
+  }
+  if (group > 1 && group <= kMaxGroup) {  // decode over a long cache
+    const std::int64_t splits = attention_splits(a, kernel_threads());
+    if (splits >= 2) return split_attention(a, splits, kv_group_slice);
   }
   parallel_for(a.m * a.num_heads, 1, [&a](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) one_head(a, t / a.num_heads, t % a.num_heads);

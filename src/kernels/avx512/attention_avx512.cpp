@@ -11,13 +11,18 @@
 //    that share that KV head, a block of positions at a time, so each key/value row comes from
 //    L2 once per block and from L1 for the other heads (Qwen3-30B-A3B: 8 heads per KV head).
 //    Reading each row from L2 once per head was the limit at 512 positions.
-//  - Decode (few tasks): one task per (query token, head), so every core has work.
+//  - Decode (few tasks) over a long cache: the grouped tasks, each over a slice of the
+//    positions (flash-decoding, kernels/attention_split.h). Splitting by head instead read every
+//    key and value row once per query head (8 times) from L2 or memory.
+//  - Decode over a short cache (< 2 slices of kMinSplitPositions): one task per (query token,
+//    head), so every core has work; the rows stay in L2.
 // Wider heads take the general path, several passes over the cache.
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/attention_split.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
@@ -32,10 +37,16 @@ constexpr std::int64_t kMaxVecs = 16;
 // Row p of one cache side (key or value) of one KV head, walking positions in order.
 class RowWalker {
  public:
-  RowWalker(const AttentionArgs& a, std::int64_t side_offset, std::int64_t kvh)
+  RowWalker(const AttentionArgs& a, std::int64_t side_offset, std::int64_t kvh, std::int64_t first = 0)
       : blocks_(a.kv_blocks), block_tokens_(a.block_tokens), stride_(a.num_kv_heads * a.head_dim),
-        offset_(side_offset + kvh * a.head_dim) {}
-  // The next position's row (the first call gives position 0).
+        offset_(side_offset + kvh * a.head_dim) {
+    if (first > 0) {
+      block_ = first / block_tokens_;
+      in_block_ = first % block_tokens_;
+      base_ = blocks_[block_++] + offset_;
+    }
+  }
+  // The next position's row (the first call gives position `first`).
   const float* next() {
     if (in_block_ == block_tokens_ || base_ == nullptr) {
       base_ = blocks_[block_] + offset_;
@@ -140,11 +151,13 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
 
 constexpr std::int64_t kMaxGroup = 64;  // query heads per KV head on the grouped path
 
-// All query heads of KV head g for query token i, position blocks of 16 through L1.
+// All query heads of KV head g for query token i over positions [first, last), blocks of 16
+// through L1. part == nullptr: the whole range [0, visible), normalized into a.out.
 template <int V>
-void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
+void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
+                    const SlicePartial* part) {
   constexpr std::int64_t kBlock = 16;
-  const std::int64_t D = a.head_dim, visible = a.past + i + 1;
+  const std::int64_t D = a.head_dim, visible = last - first;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kBlock - 1) / kBlock * kBlock;  // scores row per head
   float* scores = static_cast<float*>(
@@ -154,7 +167,7 @@ void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
   const __m512 scale = _mm512_set1_ps(a.scale);
   const float* rows[kBlock];
 
-  RowWalker keys(a, a.k_offset, g);
+  RowWalker keys(a, a.k_offset, g, first);
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
@@ -177,9 +190,10 @@ void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
   }
 
   float inv[kMaxGroup];
-  for (std::int64_t h = 0; h < G; ++h) inv[h] = static_cast<float>(1.0 / avx512::softmax_numerators(scores + h * stride, visible));
+  for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx512::softmax_numerators, part, h);
+  if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
-  RowWalker values(a, a.v_offset, g);
+  RowWalker values(a, a.v_offset, g, first);
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
@@ -195,11 +209,23 @@ void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
       for (int v = 0; v < V; ++v) _mm512_storeu_ps(ah + 16 * v, acc[v]);
     }
   }
+  if (part != nullptr) return;
   float* out = a.out + (i * a.num_heads + h0) * D;
   for (std::int64_t h = 0; h < G; ++h) {
     const __m512 sc = _mm512_set1_ps(inv[h]);
     for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + h * D + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(accs + h * D + 16 * v), sc));
   }
+}
+
+template <int V>
+void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
+  kv_group_range<V>(a, i, g, 0, a.past + i + 1, nullptr);
+}
+
+template <int V>
+void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
+                    const SlicePartial& part) {
+  kv_group_range<V>(a, i, g, first, last, &part);
 }
 
 using HeadFn = void (*)(const AttentionArgs&, std::int64_t, std::int64_t);
@@ -214,6 +240,20 @@ HeadFn group_fn(std::int64_t head_dim) {
     case 6: return kv_group_regs<6>;
     case 7: return kv_group_regs<7>;
     case 8: return kv_group_regs<8>;
+    default: return nullptr;
+  }
+}
+
+SliceKernel slice_fn(std::int64_t head_dim) {
+  switch (head_dim / 16) {
+    case 1: return kv_group_slice<1>;
+    case 2: return kv_group_slice<2>;
+    case 3: return kv_group_slice<3>;
+    case 4: return kv_group_slice<4>;
+    case 5: return kv_group_slice<5>;
+    case 6: return kv_group_slice<6>;
+    case 7: return kv_group_slice<7>;
+    case 8: return kv_group_slice<8>;
     default: return nullptr;
   }
 }
@@ -243,6 +283,10 @@ void attention(const AttentionArgs& a) {
       for (std::int64_t t = b; t < e; ++t) by_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
     });
     return;
+  }
+  if (by_group != nullptr && group > 1) {  // decode over a long cache (kernels/attention_split.h)
+    const std::int64_t splits = attention_splits(a, kernel_threads());
+    if (splits >= 2) return split_attention(a, splits, slice_fn(a.head_dim));
   }
   const HeadFn fn = head_fn(a.head_dim);
   parallel_for(a.m * a.num_heads, 1, [&a, fn](std::int64_t b, std::int64_t e) {
