@@ -140,11 +140,12 @@ class Sequences {
   Sequences(const StateSpec& spec, std::int64_t count, std::int64_t max_tokens) : spec_(spec) {
     const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
     const std::int64_t per_seq = blocks * spec.kv_block_floats(kBlockTokens) + spec.fixed_state_floats();
-    storage_.assign(static_cast<std::size_t>(count * per_seq), 0.0f);
+    per_seq_ = static_cast<std::size_t>(per_seq);
+    storage_ = HugePageBuffer(static_cast<std::size_t>(count * per_seq) * sizeof(float), "bench KV cache");  // zeros
     seqs_.resize(static_cast<std::size_t>(count));
     for (std::int64_t s = 0; s < count; ++s) {
       Seq& q = seqs_[static_cast<std::size_t>(s)];
-      float* base = storage_.data() + s * per_seq;
+      float* base = data() + s * per_seq;
       for (std::int64_t b = 0; b < blocks; ++b) q.blocks.push_back(base + b * spec.kv_block_floats(kBlockTokens));
       float* fixed = base + blocks * spec.kv_block_floats(kBlockTokens);
       for (std::int64_t l = 0; l < spec.linear_layers; ++l) {
@@ -174,10 +175,7 @@ class Sequences {
   // Sequence 0 as it is now (its `past` tokens cached) becomes every sequence's start.
   void set_start() {
     const SequenceState& first = seqs_.front().state;
-    const std::size_t per_seq = storage_.size() / seqs_.size();
-    for (std::size_t s = 1; s < seqs_.size(); ++s)
-      std::copy(storage_.begin(), storage_.begin() + static_cast<std::ptrdiff_t>(per_seq),
-                storage_.begin() + static_cast<std::ptrdiff_t>(s * per_seq));
+    for (std::size_t s = 1; s < seqs_.size(); ++s) std::copy(data(), data() + per_seq_, data() + s * per_seq_);
     start_state_.clear();
     const Seq& q = seqs_.front();
     for (std::size_t l = 0; l < q.conv.size(); ++l) {
@@ -188,7 +186,7 @@ class Sequences {
   }
   std::int64_t start_past() const { return start_past_; }
   SequenceState& state(std::int64_t s) { return seqs_[static_cast<std::size_t>(s)].state; }
-  std::uint64_t bytes() const { return storage_.size() * sizeof(float); }
+  std::uint64_t bytes() const { return storage_.size(); }
 
  private:
   struct Seq {
@@ -206,7 +204,11 @@ class Sequences {
   }
 
   StateSpec spec_;
-  std::vector<float> storage_;
+  float* data() const { return static_cast<float*>(storage_.data()); }
+
+  // 2 MiB pages, as the engine's KV slabs (engine/state_pool.h).
+  HugePageBuffer storage_;
+  std::size_t per_seq_ = 0;  // floats
   std::vector<Seq> seqs_;
   std::int64_t start_past_ = 0;
   std::vector<float> start_state_;  // conv, recurrent per linear layer of sequence 0 at the start

@@ -80,8 +80,9 @@ float* StatePool::take_block() {
     // Commit the next slab (uninitialised: positions are written before attention reads them).
     const std::int64_t n = std::min(slab_blocks_, total_blocks_ - committed_blocks_);
     const auto floats = sz(spec_.kv_block_floats(block_tokens_));
-    slabs_.push_back(std::make_unique_for_overwrite<float[]>(sz(n) * floats));
-    for (std::int64_t b = n - 1; b >= 0; --b) free_blocks_.push_back(slabs_.back().get() + sz(b) * floats);
+    slabs_.emplace_back(sz(n) * floats * sizeof(float), "KV cache slab");
+    auto* slab = static_cast<float*>(slabs_.back().data());
+    for (std::int64_t b = n - 1; b >= 0; --b) free_blocks_.push_back(slab + sz(b) * floats);
     committed_blocks_ += n;
   }
   float* block = free_blocks_.back();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/causal_lm.h"
+#include "util/huge_pages.h"
 
 namespace fp4serve::engine {
 
@@ -92,7 +93,9 @@ class StatePool {
   std::int64_t open_sequences_ = 0;
   std::int64_t slab_blocks_ = 1;
   std::int64_t committed_blocks_ = 0;
-  std::vector<std::unique_ptr<float[]>> slabs_;
+  // 2 MiB pages: decode over a long cache streams every cached row once per token, and through
+  // 4 KiB pages this VM's TLB walks set the pace (docs/perf.md, session 13).
+  std::vector<HugePageBuffer> slabs_;
   std::vector<float*> free_blocks_;
   std::vector<std::unique_ptr<float[]>> slots_;  // fixed state, allocated on first use
   std::vector<std::int64_t> free_slots_;
