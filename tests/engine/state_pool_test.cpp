@@ -93,6 +93,16 @@ TEST(StatePool, ReserveTruncateRelease) {
   EXPECT_GT(pool.committed_bytes(), 0u);
 }
 
+TEST(StatePool, SlabsStartOnTwoMiBPages) {
+  // Slabs are mapped for 2 MiB pages, so a slab's first block (the first one handed out) sits on
+  // a 2 MiB boundary; heap memory from new[] would be 16-byte aligned.
+  StatePool pool(attention_only(), 4, 512 * 10, 1);
+  PooledSequence a;
+  ASSERT_TRUE(pool.open(a));
+  ASSERT_TRUE(pool.reserve(a, 4));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.state().kv_blocks[0]) % (std::uintptr_t{2} << 20), 0u);
+}
+
 TEST(StatePool, HybridStateIsZeroedAndCannotBeRewound) {
   StatePool pool(hybrid(), 4, 2 * 192 + 512 * 3, 2);
   EXPECT_EQ(pool.fixed_state_bytes(), 192u);
