@@ -5,7 +5,8 @@
 // machine's memory read bandwidth (util/memory_bandwidth.h), measured once at start in the same
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 4, 8, 16) shares each weight read among M activation
-// rows. Results and predictions: docs/perf.md.
+// rows. attention_decode_30b: one decode step's attention over all 48 layers' cached keys and
+// values at a given depth. Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -114,6 +115,56 @@ void moe_decode(benchmark::State& state, const Backend* b) {
   report_roofline(state, static_cast<double>(state.iterations() * per_token));
 }
 
+// One decode step's attention over every layer of Qwen3-30B-A3B (48 layers, 32 query heads on 4
+// KV heads of 128) with `past` positions cached: the cache in blocks of 16 tokens, laid out as
+// the engine's (all layers of a block together), on 2 MiB pages (huge = true) or the heap's.
+// Reports the cached keys and values read per second against the roofline.
+void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge) {
+  constexpr std::int64_t kLayers = 48, kHeads = 32, kKvHeads = 4, kDim = 128, kBlock = 16;
+  const std::int64_t row = kKvHeads * kDim, blocks = (past + 1 + kBlock - 1) / kBlock;
+  const std::int64_t block_floats = 2 * kLayers * kBlock * row;
+  const auto total = static_cast<std::size_t>(blocks * block_floats);
+  HugePageBuffer on_huge;
+  std::vector<float> on_heap;
+  float* cache = nullptr;
+  if (huge) {
+    on_huge = HugePageBuffer(total * sizeof(float), "kernels_bench KV cache");
+    cache = static_cast<float*>(on_huge.data());
+  } else {
+    on_heap.resize(total);
+    cache = on_heap.data();
+  }
+  Rng rng(3);
+  const auto fill = random_activations(rng, 1, 1 << 16);
+  for (std::size_t i = 0; i < total; ++i) cache[i] = fill[i & 0xFFFF];
+  std::vector<const float*> block_ptrs;
+  for (std::int64_t i = 0; i < blocks; ++i) block_ptrs.push_back(cache + i * block_floats);
+  const auto q = random_activations(rng, 1, kHeads * kDim);
+  std::vector<float> out(static_cast<std::size_t>(kHeads * kDim));
+  AttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  a.kv_blocks = block_ptrs.data();
+  a.block_tokens = kBlock;
+  a.m = 1;
+  a.past = past;
+  a.num_heads = kHeads;
+  a.num_kv_heads = kKvHeads;
+  a.head_dim = kDim;
+  a.scale = 1.0f / 11.3137085f;  // 128^-0.5
+  for (auto _ : state) {
+    for (std::int64_t l = 0; l < kLayers; ++l) {
+      a.k_offset = 2 * l * kBlock * row;
+      a.v_offset = (2 * l + 1) * kBlock * row;
+      b->attention.attention->run(a);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double bytes = static_cast<double>(kLayers * 2 * (past + 1) * row) * sizeof(float);
+  state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * bytes));
+  report_roofline(state, static_cast<double>(state.iterations()) * bytes);
+}
+
 // The roofline itself, measured again (best of 3 passes over >= 512 MiB, all pool threads).
 void memory_read(benchmark::State& state) {
   for (auto _ : state) {
@@ -166,6 +217,15 @@ bool register_all() {
           benchmark::RegisterBenchmark(("bf16_m" + std::to_string(m) + "/" + b.name + "/2048x2048").c_str(),
                                        [&b, m](benchmark::State& st) { bf16_gemm(st, &b, 2048, 2048, m); })
               ->UseRealTime();
+      if (b.attention.present())
+        for (std::int64_t past : {512, 2048, 8192})
+          for (bool huge : {true, false})
+            benchmark::RegisterBenchmark(("attention_decode_30b/" + b.name + "/past:" + std::to_string(past) +
+                                          (huge ? "/2mib" : "/4kib"))
+                                             .c_str(),
+                                         [&b, past, huge](benchmark::State& st) { attention_decode(st, &b, past, huge); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """fp4serve and llama.cpp side by side on the same NVFP4 weights, same threads, one run.
 
-    tools/compare_llama_cpp.py CHECKPOINT_DIR [--fp4serve BIN] [-t 2] [-p 512] [-n 128] [-r 3]
+    tools/compare_llama_cpp.py CHECKPOINT_DIR [--fp4serve BIN] [-t 2] [-p 512] [-n 128] [-d 0] [-r 3]
                                [--work /tmp/fp4serve-llama] [--json]
 
 1. builds llama-bench from the llama-cpp-python sdist (tools/build_llama_bench.sh; outside the
    repository, never committed);
 2. writes CHECKPOINT_DIR as a GGUF with NVFP4 tensors (tools/export_gguf_nvfp4.py) into the work
    directory, unless it is already there and newer than the checkpoint;
-3. runs `fp4serve bench` (batch 1, plus any --fp4serve-arg) and `llama-bench` with the same -t/-p/-n/-r, one after the
+3. runs `fp4serve bench` (batch 1, plus any --fp4serve-arg) and `llama-bench` with the same -t/-p/-n/-d/-r, one after the
    other, and prints both with the ratios and the load average around each (the machine may be
    shared: compare ratios from one run, not absolute numbers across runs). Before each engine runs,
    its own weight files are read once (unless --no-warm): a machine whose RAM holds one copy of a
@@ -56,6 +56,8 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-p", "--n-prompt", type=int, default=512)
     ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("-d", "--n-depth", type=int, default=0,
+                    help="tokens already in the cache before each test (both engines' -d; llama.cpp keeps them in F16)")
     ap.add_argument("-r", "--reps", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/fp4serve-llama"))
     ap.add_argument("--fp4serve-arg", action="append", default=[],
@@ -79,7 +81,7 @@ def main() -> int:
         subprocess.run([sys.executable, str(TOOLS / "export_gguf_nvfp4.py"), str(args.checkpoint), str(gguf_path)],
                        check=True)
 
-    common = ["-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen)]
+    common = ["-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen), "-d", str(args.n_depth)]
     if not args.no_warm:
         warm(sorted(args.checkpoint.glob("*.safetensors")))
     load_before = loadavg()
@@ -97,6 +99,8 @@ def main() -> int:
         mine = test["tokens_per_s"]["median"]
         other = None
         for t in theirs:
+            if t.get("n_depth", 0) != args.n_depth:
+                continue
             if kind == "pp" and t.get("n_prompt") == args.n_prompt and t.get("n_gen") == 0:
                 other = t["avg_ts"]
             if kind == "tg" and t.get("n_gen") == args.n_gen and t.get("n_prompt") == 0:

@@ -151,6 +151,21 @@ void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
 
 constexpr std::int64_t kMaxGroup = 64;  // query heads per KV head on the grouped path
 
+// Rows this far ahead of the one being read are requested to L2: a KV head's row is 512 of
+// every 2 KB at a position (Qwen3: 4 KV heads) and a cache block of 16 positions is 3 MB from
+// the next (all layers together), runs too short for the hardware prefetcher. One decode step's
+// attention over 48 layers at 2048 positions: 26-31 ms against 33-34 (kernels_bench
+// attention_decode_30b, docs/perf.md, session 13); to L1 instead it was slower.
+constexpr std::int64_t kAheadRows = 32;
+
+// The next `count` rows of `w` (none if count <= 0), D floats each, to L2.
+inline void prefetch_rows(RowWalker& w, std::int64_t count, std::int64_t D) {
+  for (std::int64_t j = 0; j < count; ++j) {
+    const char* r = reinterpret_cast<const char*>(w.next());
+    for (std::int64_t off = 0; off < D * 4; off += 64) _mm_prefetch(r + off, _MM_HINT_T1);
+  }
+}
+
 // All query heads of KV head g for query token i over positions [first, last), blocks of 16
 // through L1. part == nullptr: the whole range [0, visible), normalized into a.out.
 template <int V>
@@ -167,10 +182,12 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const __m512 scale = _mm512_set1_ps(a.scale);
   const float* rows[kBlock];
 
-  RowWalker keys(a, a.k_offset, g, first);
+  RowWalker keys(a, a.k_offset, g, first), keys_ahead(a, a.k_offset, g, first);
+  for (std::int64_t j = 0; j < kAheadRows && j < visible; ++j) keys_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
+    prefetch_rows(keys_ahead, visible - p0 - kAheadRows < kBlock ? visible - p0 - kAheadRows : kBlock, D);
     for (std::int64_t h = 0; h < G; ++h) {
       __m512 qv[V];
       for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(q + h * D + 16 * v);
@@ -193,10 +210,12 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx512::softmax_numerators, part, h);
   if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
-  RowWalker values(a, a.v_offset, g, first);
+  RowWalker values(a, a.v_offset, g, first), values_ahead(a, a.v_offset, g, first);
+  for (std::int64_t j = 0; j < kAheadRows && j < visible; ++j) values_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
+    prefetch_rows(values_ahead, visible - p0 - kAheadRows < kBlock ? visible - p0 - kAheadRows : kBlock, D);
     for (std::int64_t h = 0; h < G; ++h) {
       const float* sc = scores + h * stride + p0;
       float* ah = accs + h * D;
