@@ -182,12 +182,15 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const __m512 scale = _mm512_set1_ps(a.scale);
   const float* rows[kBlock];
 
+  // Only split decode prefetches (measured there); prefill's rows are reused from L2 by the next
+  // tokens' tasks. `ahead` = `visible` turns the prefetch off.
+  const std::int64_t ahead = part != nullptr ? kAheadRows : visible;
   RowWalker keys(a, a.k_offset, g, first), keys_ahead(a, a.k_offset, g, first);
-  for (std::int64_t j = 0; j < kAheadRows && j < visible; ++j) keys_ahead.next();
+  for (std::int64_t j = 0; part != nullptr && j < ahead && j < visible; ++j) keys_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
-    prefetch_rows(keys_ahead, visible - p0 - kAheadRows < kBlock ? visible - p0 - kAheadRows : kBlock, D);
+    prefetch_rows(keys_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D);
     for (std::int64_t h = 0; h < G; ++h) {
       __m512 qv[V];
       for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(q + h * D + 16 * v);
@@ -211,11 +214,11 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
   RowWalker values(a, a.v_offset, g, first), values_ahead(a, a.v_offset, g, first);
-  for (std::int64_t j = 0; j < kAheadRows && j < visible; ++j) values_ahead.next();
+  for (std::int64_t j = 0; part != nullptr && j < ahead && j < visible; ++j) values_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
-    prefetch_rows(values_ahead, visible - p0 - kAheadRows < kBlock ? visible - p0 - kAheadRows : kBlock, D);
+    prefetch_rows(values_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D);
     for (std::int64_t h = 0; h < G; ++h) {
       const float* sc = scores + h * stride + p0;
       float* ah = accs + h * D;
