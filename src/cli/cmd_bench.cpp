@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -137,9 +138,15 @@ class Sequences {
  public:
   static constexpr std::int64_t kBlockTokens = 16;
 
+  // Floats of one sequence's state with room for max_tokens.
+  static std::int64_t floats_per_sequence(const StateSpec& spec, std::int64_t max_tokens) {
+    const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
+    return blocks * spec.kv_block_floats(kBlockTokens) + spec.fixed_state_floats();
+  }
+
   Sequences(const StateSpec& spec, std::int64_t count, std::int64_t max_tokens) : spec_(spec) {
     const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
-    const std::int64_t per_seq = blocks * spec.kv_block_floats(kBlockTokens) + spec.fixed_state_floats();
+    const std::int64_t per_seq = floats_per_sequence(spec, max_tokens);
     per_seq_ = static_cast<std::size_t>(per_seq);
     storage_ = HugePageBuffer(static_cast<std::size_t>(count * per_seq) * sizeof(float), "bench KV cache");  // zeros
     seqs_.resize(static_cast<std::size_t>(count));
@@ -270,6 +277,21 @@ double decode(const CausalLM& model, Sequences& seqs, std::int64_t batch, std::i
   return seconds_since(start);
 }
 
+// MemAvailable from /proc/meminfo in bytes (0 where unavailable).
+std::uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  std::uint64_t kb = 0;
+  while (f >> key) {
+    if (key == "MemAvailable:") {
+      f >> kb;
+      return kb * 1024;
+    }
+    f.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  return 0;
+}
+
 // VmRSS and VmHWM of this process in bytes, from /proc/self/status (0 where unavailable).
 std::pair<std::uint64_t, std::uint64_t> resident_memory() {
   std::ifstream f("/proc/self/status");
@@ -323,7 +345,14 @@ void bench(BenchArgs& a) {
   const std::int64_t max_batch = *std::max_element(batches.begin(), batches.end());
   constexpr std::int64_t kFirstPrompt = 16;
 
-  Sequences seqs(model->state_spec(), max_batch, std::max({a.prompt, a.generate, kFirstPrompt}) + a.depth + 1);
+  const std::int64_t max_tokens = std::max({a.prompt, a.generate, kFirstPrompt}) + a.depth + 1;
+  const auto kv_needed = static_cast<std::uint64_t>(max_batch * Sequences::floats_per_sequence(model->state_spec(), max_tokens)) *
+                         sizeof(float);
+  // Every sequence holds the depth: more than the free memory would end in the OOM killer.
+  if (const std::uint64_t avail = available_memory_bytes(); avail > 0 && kv_needed > avail)
+    fail("bench: the KV cache for --batch up to ", max_batch, " at -d ", a.depth, " needs ", fixed(gib(kv_needed), 2),
+         " GiB, more than the ", fixed(gib(avail), 2), " GiB of memory available (lower -d or the largest --batch)");
+  Sequences seqs(model->state_spec(), max_batch, max_tokens);
   std::vector<float> logits(static_cast<std::size_t>(max_batch * vocab));
   prefill(*model, seqs, prompt_tokens(kFirstPrompt, vocab), logits);
   const double ttft_s = seconds_since(start);

@@ -140,6 +140,18 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
     EXPECT_NE(h.out.find(want), std::string::npos) << want << "\n" << h.out;
 }
 
+TEST(Bench, ACacheLargerThanTheFreeMemoryIsRefused) {
+  // 8 layers of 64 KV heads of 256: 1 MiB of keys and values per position; 256 sequences of
+  // 65537 positions would need 16 TiB. bench must say so instead of meeting the OOM killer.
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "wide").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --heads 64 --kv-heads 64 --head-dim 256 --layers 8 --seed 2 --quiet --out " + dir).code, 0);
+  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 1 -d 65536 --batch 256 --bandwidth-mib 16");
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("the KV cache for --batch up to 256 at -d 65536 needs 16392.00 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lower -d or the largest --batch"), std::string::npos) << r.out;
+}
+
 TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
