@@ -191,7 +191,6 @@ class Sequences {
     }
     start_past_ = first.past;
   }
-  std::int64_t start_past() const { return start_past_; }
   SequenceState& state(std::int64_t s) { return seqs_[static_cast<std::size_t>(s)].state; }
   std::uint64_t bytes() const { return storage_.size(); }
 
@@ -413,9 +412,8 @@ void bench(BenchArgs& a) {
       bw.median_gb_per_s > 0 ? fraction * bw.best_gb_per_s / bw.median_gb_per_s : 0.0;
   const std::uint64_t expected_memory = summary.resident_weight_bytes + seqs.bytes();
   // What decode reads from the cache per token at the depth, beyond the weights (fp32 keys and values).
-  const StateSpec spec = model->state_spec();
-  const std::uint64_t kv_bytes_at_depth = static_cast<std::uint64_t>(
-      spec.kv_block_floats(Sequences::kBlockTokens) / Sequences::kBlockTokens * a.depth) * sizeof(float);
+  const std::uint64_t kv_bytes_at_depth =
+      static_cast<std::uint64_t>(model->state_spec().kv_block_floats(1) * a.depth) * sizeof(float);
 
   if (a.json) {
     nlohmann::json j;

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/attention_check.h"
+#include "kernels/attention_split.h"
+#include "kernels/validation.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -43,6 +45,26 @@ TEST(AttentionPaths, SplitDecodeMatchesReference) {
   // Qwen3-30B-A3B's layout, slices that do not fall on the 16-position blocks.
   check(Case{32, 4, 128, 1, 1000}, 1.0f);
   check(Case{32, 4, 128, 1, 2047}, 1.0f);
+}
+
+TEST(AttentionPaths, StartupValidationRunsTheSplitDecodePath) {
+  // Qwen3-30B-A3B's heads on 2 threads: only a long-cache decode case splits, and start-up
+  // validation must hold one, or the split path would serve without having been proven.
+  auto splits = [](std::int64_t m, std::int64_t past) {
+    AttentionArgs a;
+    a.m = m;
+    a.past = past;
+    a.num_heads = 32;
+    a.num_kv_heads = 4;
+    a.head_dim = 128;
+    return attention_splits(a, 2);
+  };
+  EXPECT_LT(splits(1, 37), 2);    // short cache: per-head tasks
+  EXPECT_LT(splits(32, 600), 2);  // prefill: enough grouped tasks already
+  EXPECT_EQ(splits(1, 700), 2);   // 4 tasks per thread on 2 threads; 701 positions hold 2 slices of 256
+  bool validated = false;
+  for (const auto& c : kAttentionValidation) validated = validated || splits(c.m, c.past) >= 2;
+  EXPECT_TRUE(validated);
 }
 
 TEST(AttentionPaths, PeakedScoresMatchReference) {

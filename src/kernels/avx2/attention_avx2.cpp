@@ -180,17 +180,19 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
 
 void attention(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
-  // Four tasks per thread at least (prefill), or the per-head split so every core has work (decode).
-  if (group > 1 && group <= kMaxGroup && a.m * a.num_kv_heads >= 4 * kernel_threads()) {
-    parallel_for(a.m * a.num_kv_heads, 1, [&a](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) kv_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
-    });
-    return;
+  if (group > 1 && group <= kMaxGroup) {
+    // Four tasks per thread at least (prefill); else, over a long cache, the same tasks over
+    // slices of the positions (decode, kernels/attention_split.h).
+    if (a.m * a.num_kv_heads >= 4 * kernel_threads()) {
+      parallel_for(a.m * a.num_kv_heads, 1, [&a](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) kv_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
+      });
+      return;
+    }
+    if (const std::int64_t splits = attention_splits(a, kernel_threads()); splits >= 2)
+      return split_attention(a, splits, kv_group_slice);
   }
-  if (group > 1 && group <= kMaxGroup) {  // decode over a long cache
-    const std::int64_t splits = attention_splits(a, kernel_threads());
-    if (splits >= 2) return split_attention(a, splits, kv_group_slice);
-  }
+  // Decode over a short cache: the per-head split, so every core has work.
   parallel_for(a.m * a.num_heads, 1, [&a](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) one_head(a, t / a.num_heads, t % a.num_heads);
   });

@@ -252,31 +252,28 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
 
 using HeadFn = void (*)(const AttentionArgs&, std::int64_t, std::int64_t);
 
-HeadFn group_fn(std::int64_t head_dim) {
-  switch (head_dim / 16) {
-    case 1: return kv_group_regs<1>;
-    case 2: return kv_group_regs<2>;
-    case 3: return kv_group_regs<3>;
-    case 4: return kv_group_regs<4>;
-    case 5: return kv_group_regs<5>;
-    case 6: return kv_group_regs<6>;
-    case 7: return kv_group_regs<7>;
-    case 8: return kv_group_regs<8>;
-    default: return nullptr;
-  }
+// The grouped kernel of one head width: over all positions (prefill) and over a slice (split decode).
+struct GroupFns {
+  HeadFn whole = nullptr;
+  SliceKernel slice = nullptr;
+};
+
+template <int V>
+GroupFns group_fns_of() {
+  return {kv_group_regs<V>, kv_group_slice<V>};
 }
 
-SliceKernel slice_fn(std::int64_t head_dim) {
+GroupFns group_fns(std::int64_t head_dim) {
   switch (head_dim / 16) {
-    case 1: return kv_group_slice<1>;
-    case 2: return kv_group_slice<2>;
-    case 3: return kv_group_slice<3>;
-    case 4: return kv_group_slice<4>;
-    case 5: return kv_group_slice<5>;
-    case 6: return kv_group_slice<6>;
-    case 7: return kv_group_slice<7>;
-    case 8: return kv_group_slice<8>;
-    default: return nullptr;
+    case 1: return group_fns_of<1>();
+    case 2: return group_fns_of<2>();
+    case 3: return group_fns_of<3>();
+    case 4: return group_fns_of<4>();
+    case 5: return group_fns_of<5>();
+    case 6: return group_fns_of<6>();
+    case 7: return group_fns_of<7>();
+    case 8: return group_fns_of<8>();
+    default: return {};
   }
 }
 
@@ -298,18 +295,20 @@ HeadFn head_fn(std::int64_t head_dim) {
 
 void attention(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
-  const HeadFn by_group = group <= kMaxGroup ? group_fn(a.head_dim) : nullptr;
-  // Four tasks per thread at least, or the per-head split (decode).
-  if (by_group != nullptr && group > 1 && a.m * a.num_kv_heads >= 4 * kernel_threads()) {
-    parallel_for(a.m * a.num_kv_heads, 1, [&a, by_group](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) by_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
-    });
-    return;
+  const GroupFns grouped = group > 1 && group <= kMaxGroup ? group_fns(a.head_dim) : GroupFns{};
+  if (grouped.whole != nullptr) {
+    // Four tasks per thread at least (prefill); else, over a long cache, the same tasks over
+    // slices of the positions (decode, kernels/attention_split.h).
+    if (a.m * a.num_kv_heads >= 4 * kernel_threads()) {
+      parallel_for(a.m * a.num_kv_heads, 1, [&a, &grouped](std::int64_t b, std::int64_t e) {
+        for (std::int64_t t = b; t < e; ++t) grouped.whole(a, t / a.num_kv_heads, t % a.num_kv_heads);
+      });
+      return;
+    }
+    if (const std::int64_t splits = attention_splits(a, kernel_threads()); splits >= 2)
+      return split_attention(a, splits, grouped.slice);
   }
-  if (by_group != nullptr && group > 1) {  // decode over a long cache (kernels/attention_split.h)
-    const std::int64_t splits = attention_splits(a, kernel_threads());
-    if (splits >= 2) return split_attention(a, splits, slice_fn(a.head_dim));
-  }
+  // Decode over a short cache: the per-head split, so every core has work.
   const HeadFn fn = head_fn(a.head_dim);
   parallel_for(a.m * a.num_heads, 1, [&a, fn](std::int64_t b, std::int64_t e) {
     for (std::int64_t t = b; t < e; ++t) fn(a, t / a.num_heads, t % a.num_heads);
