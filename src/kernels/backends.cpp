@@ -190,8 +190,9 @@ const std::vector<CpuFeature>& vnni_needs() {
 }
 
 // One int8 per activation: on AVX2-only CPUs the exact fp32 decode of E2M1 is ALU-bound
-// (docs/perf.md, session 8), integer dot products are not. Opt-in only
-// (--allow-int8-activations): the quantization moves logits by about 1 %. m > 4 in 8-token tiles.
+// (docs/perf.md, session 8), integer dot products are not. The quantization moves logits by about
+// 1 %, so auto takes it only for checkpoints calibrated for 4-bit activations, or with
+// --allow-int8-activations (registry.cpp, int8_policy). m > 4 in 8-token tiles.
 Backend make_avx2_int8() {
   static const IntegerKernels k("avx2-int8", avx2::nvfp4_gemm_int8, avx2::nvfp4_gemm, avx2::dense_gemm, avx2_vector_math());
   return integer_backend(k,

@@ -1,7 +1,7 @@
 #pragma once
 // The backend flags every command that runs a model takes (--fp4-gemm-backend, --moe-backend,
 // --dense-backend, --attention-backend, --linear-attention-backend, --allow-bf16-activations,
-// --w4a4). Header-only on purpose: it needs CLI11, which the
+// --allow-int8-activations, --exact-activations, --w4a4). Header-only on purpose: it needs CLI11, which the
 // kernels library does not link; only command files (src/cli/) include it.
 #include <CLI/CLI.hpp>
 
@@ -35,10 +35,17 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
   cmd.add_flag("--allow-bf16-activations", options.allow_bf16_activations,
                "Let auto choose amx-bf16 (prefill tiles with activations rounded to bf16 once): ~15% faster prefill than "
                "the default amx (bf16 hi + lo pairs, ~2^-17; three parts for BF16 weights), but it can flip a greedy token against fp32");
-  cmd.add_flag("--allow-int8-activations", options.allow_int8_activations,
-               "Let auto choose avx512-int8 or avx2-int8 (NVFP4 GEMMs with activations quantized to int8 per 16-element block, "
-               "as llama.cpp's Q8_0): on an AVX-512 EPYC (Zen 4) prefill runs about 2x the default and decode 1.2-1.5x, on an "
-               "AVX2-only EPYC decode 1.5-1.6x and prefill 1.25-1.3x; outputs about 1% off fp32");
+  auto* int8 = cmd.add_flag(
+      "--allow-int8-activations", options.allow_int8_activations,
+      "Let auto choose avx512-int8 or avx2-int8 (NVFP4 GEMMs with activations quantized to int8 per 16-element block, "
+      "finer than llama.cpp's Q8_0) for a weight-only (W4A16) checkpoint too; auto already does for checkpoints whose "
+      "NVFP4 weights carry input scales (calibrated for 4-bit activations). On an AVX-512 EPYC (Zen 4) prefill runs "
+      "about 2x the fp32 class and decode 1.2-1.5x, on an AVX2-only EPYC decode 1.5-1.6x; outputs about 1% off fp32");
+  cmd.add_flag("--exact-activations", options.exact_activations,
+               "Keep auto on fp32-class kernels (activations unquantized, or split into parts within ~2^-17) even for a "
+               "checkpoint calibrated for 4-bit activations: validated at the fp32 tolerance (1e-4), slower where "
+               "there is no AMX")
+      ->excludes(int8);
   cmd.add_flag_callback(
       "--w4a4", [&options] { options.semantics = Fp4Semantics::W4A4; },
       "NVFP4 with activations quantized by each layer's input_scale, as Blackwell GPUs compute "

@@ -192,6 +192,7 @@ std::string doctor_text(const nlohmann::json& j) {
   os << "Validation on " << v["shapes_source"].get<std::string>() << " (" << v["semantics"].get<std::string>() << ", seed "
      << v["seed"].get<std::uint64_t>() << ", " << v["seconds"].get<double>() << " s):\n";
   if (!v["injected_faults"].get<std::string>().empty()) os << "  FP4SERVE_INJECT_FAULT=" << v["injected_faults"].get<std::string>() << "\n";
+  os << "  int8 activations " << v["int8_policy"].get<std::string>() << "\n";
   for (const auto& f : v["families"]) {
     os << "  " << f["family"].get<std::string>() << " -> "
        << (f["chosen"].is_null() ? std::string("(not used)") : f["chosen"].get<std::string>()) << "   [" << f["flag"].get<std::string>()

@@ -64,12 +64,17 @@ ShapeSet shapes_for_model(const ModelConfig& config, const ResolvedQuantization&
   set.semantics = semantics;
   MoeShape moe;
   bool have_expert = false, have_router = false;
+  std::size_t fp4_modules = 0, fp4_calibrated = 0;
   if (q.modules.empty()) {
     from_config(config, set);
   } else {
     for (const LinearModule& m : q.modules) {
       if (!runs_in_text_model(m.name, config.tie_word_embeddings)) continue;
       add_gemm(set, m.scheme.kind, m.scheme.storage, m.out_features, m.in_features, m.name);
+      if (m.scheme.kind == SchemeKind::NVFP4) {
+        ++fp4_modules;
+        if (m.scheme.activations_quantized) ++fp4_calibrated;
+      }
       if (!have_expert && contains(m.name, ".experts")) {
         moe.expert_kind = m.scheme.kind;
         moe.expert_dtype = m.scheme.storage;
@@ -82,6 +87,7 @@ ShapeSet shapes_for_model(const ModelConfig& config, const ResolvedQuantization&
       }
     }
   }
+  set.fp4_activations_calibrated = fp4_modules > 0 && fp4_calibrated == fp4_modules;
   sort_shapes(set.dense);
   sort_shapes(set.fp4);
   if (config.is_moe()) {

@@ -38,9 +38,14 @@ struct BackendOptions {
   // Let auto pick backends that round activations to bf16 (AMX prefill): faster, but no longer
   // token-for-token equal to the fp32 reference. A backend named explicitly is always allowed.
   bool allow_bf16_activations = false;
-  // Let auto pick backends that quantize activations to int8 (avx2-int8 decode): much faster
-  // decode on AVX2-only CPUs, logits about 1 % off the fp32 reference.
+  // Backends that quantize activations to int8 per 16-element block (avx512-int8, avx2-int8:
+  // 1.2-2.5x the fp32-class kernels where there is no AMX; logits about 1 % off the fp32
+  // reference). `auto` takes them for checkpoints calibrated for 4-bit activations
+  // (ShapeSet::fp4_activations_calibrated), whose published accuracy already assumes coarser
+  // activations than int8; `allow_int8_activations` extends that to weight-only checkpoints and
+  // `exact_activations` keeps the fp32 class for every checkpoint.
   bool allow_int8_activations = false;
+  bool exact_activations = false;
   std::uint64_t seed = 0;          // validation inputs; 0 draws a fresh one (reported)
   bool validate_all = false;       // also validate candidates after the first that passes (doctor)
   std::optional<std::string> inject_faults;  // unset: read FP4SERVE_INJECT_FAULT

@@ -43,6 +43,8 @@ nlohmann::json SelectionReport::to_json() const {
   nlohmann::json j;
   j["shapes_source"] = shapes_source;
   j["semantics"] = semantics;
+  j["int8_activations"] = int8_activations;
+  j["int8_policy"] = int8_policy;
   j["seed"] = seed;
   j["injected_faults"] = injected_faults;
   j["seconds"] = seconds;
@@ -88,6 +90,7 @@ std::string SelectionReport::to_text() const {
   os << "kernels: validated on " << shapes_source << " (" << semantics << ", seed " << seed << ") in " << std::fixed
      << std::setprecision(2) << seconds << " s\n";
   if (!injected_faults.empty()) os << "kernels: FP4SERVE_INJECT_FAULT=" << injected_faults << "\n";
+  os << "kernels: int8 activations " << int8_policy << "\n";
   for (const auto& f : families) {
     os << "  " << std::left << std::setw(10) << family_name(f.family) << " -> "
        << (f.chosen.empty() ? std::string("(not used by this model)") : f.chosen) << (f.requested == "auto" ? "" : " (requested)") << "\n";

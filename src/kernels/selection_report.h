@@ -58,6 +58,8 @@ struct GuardCounters {
 struct SelectionReport {
   std::string shapes_source;
   std::string semantics;  // "W4A16" / "W4A4"
+  bool int8_activations = false;  // auto may take int8-activation backends
+  std::string int8_policy;        // why (or why not), naming the flag that changes it
   std::uint64_t seed = 0;
   std::string injected_faults;  // FP4SERVE_INJECT_FAULT as read
   double seconds = 0.0;         // whole selection, data generation included

@@ -54,6 +54,10 @@ struct LinearAttentionShape {
 struct ShapeSet {
   std::string source;  // "model <dir>" or "built-in shapes"
   Fp4Semantics semantics = Fp4Semantics::W4A16;
+  // Every NVFP4 weight the text model runs carries an activation (input) scale: the checkpoint
+  // was calibrated for 4-bit activations (a ModelOpt or compressed-tensors W4A4 recipe), so
+  // int8 activations are finer than what it was published for and `auto` may use them.
+  bool fp4_activations_calibrated = false;
   std::vector<GemmShape> dense;  // Dense and FP8 weights (dense_gemm)
   std::vector<GemmShape> fp4;    // NVFP4 weights (fp4_gemm)
   std::vector<MoeShape> moe;

@@ -169,8 +169,32 @@ TEST_F(Cli, DoctorRefusesANamedBrokenBackend) {
   EXPECT_NE(r.out.find("Refusing to start"), std::string::npos) << r.out;
 }
 
-// `fp4serve run` with default (auto) kernels prints transformers' greedy continuation for every
-// oracle fixture: auto keeps fp32 activations, so the choice of backend must not change a token.
+// The activation policy reaches validation from the shared flags: a fixture with input scales
+// lets auto use int8 activations, --exact-activations and --w4a4 do not, and the contradictory
+// pair is refused by name.
+TEST_F(Cli, ExactActivationsFlagReachesValidation) {
+  const std::string model = " -m " + (fs::path(FP4SERVE_TEST_DATA) / "oracle" / "moe_nvfp4_modelopt").string();
+  const struct {
+    std::string flags;
+    bool int8;
+  } cases[] = {{"", true}, {" --exact-activations", false}, {" --w4a4", false}, {" --w4a4 --allow-int8-activations", true}};
+  for (const auto& c : cases) {
+    auto r = run_cli("doctor --json" + model + c.flags);
+    ASSERT_EQ(r.code, 0) << c.flags << ": " << r.out;
+    const auto v = nlohmann::json::parse(r.out)["validation"];
+    EXPECT_EQ(v["int8_activations"], c.int8) << c.flags << ": " << v["int8_policy"];
+  }
+  auto text = run_cli("doctor" + model);
+  EXPECT_NE(text.out.find("int8 activations allowed"), std::string::npos) << text.out;
+  auto both = run_cli("doctor" + model + " --exact-activations --allow-int8-activations");
+  EXPECT_NE(both.code, 0);
+  EXPECT_NE(both.out.find("--exact-activations"), std::string::npos) << both.out;
+}
+
+// `fp4serve run --exact-activations` prints transformers' greedy continuation for every oracle
+// fixture: auto then keeps fp32-class activations, so the choice of backend must not change a
+// token. (By default a checkpoint calibrated for 4-bit activations may run int8 activations,
+// whose logits are judged by tolerance: Qwen3OracleFixtures.Int8Activations*.)
 TEST_F(Cli, RunMatchesTransformersGreedyTextOnEveryFixture) {
   const fs::path oracle_dir = fs::path(FP4SERVE_TEST_DATA) / "oracle";
   int checked = 0;
@@ -181,7 +205,7 @@ TEST_F(Cli, RunMatchesTransformersGreedyTextOnEveryFixture) {
     std::string ids;
     for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
     for (const auto& [variant, expected] : oracle["variants"].items()) {
-      const std::string flags = variant == "w4a4" ? " --w4a4" : "";
+      const std::string flags = std::string(" --exact-activations") + (variant == "w4a4" ? " --w4a4" : "");
       auto r = run_cli("run -q --json -m " + entry.path().string() + " --prompt-ids " + ids + " -n " +
                    std::to_string(oracle["greedy_steps"].get<int>()) + flags);
       ASSERT_EQ(r.code, 0) << entry.path() << " " << variant << ": " << r.out;
@@ -213,9 +237,12 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
   const auto oracle = nlohmann::json::parse(in);
   std::string ids;
   for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  for (const char* faults : {"amx:zeros,avx512-int8x3:zeros,avx512:nan",
-                             "amx:nan,avx512-int8x3:no-block-scale,avx512:nibble-swap,avx2-int8x3:nan,avx2:no-block-scale",
-                             "amx:tail,avx512-int8x3:tail,avx512:tail,avx2-int8x3:tail,avx2:tail"}) {
+  // The fixture has input scales, so auto would take an int8-activation backend first where
+  // there is no AMX: those are broken too, so that only fp32-class ones can pass.
+  for (const char* faults : {"amx:zeros,avx512-int8:zeros,avx512-int8x3:zeros,avx512:nan,avx2-int8:nan",
+                             "amx:nan,avx512-int8:nibble-swap,avx512-int8x3:no-block-scale,avx512:nibble-swap,"
+                             "avx2-int8:no-block-scale,avx2-int8x3:nan,avx2:no-block-scale",
+                             "amx:tail,avx512-int8:tail,avx512-int8x3:tail,avx512:tail,avx2-int8:tail,avx2-int8x3:tail,avx2:tail"}) {
     ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
     auto r = run_cli("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
     ::unsetenv("FP4SERVE_INJECT_FAULT");
@@ -239,7 +266,7 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
       }
     }
     bool runs_a_broken_one = false;
-    for (const char* name : {"amx", "avx512-int8x3", "avx512", "avx2-int8x3", "avx2"})
+    for (const char* name : {"amx", "avx512-int8", "avx512-int8x3", "avx512", "avx2-int8", "avx2-int8x3", "avx2"})
       runs_a_broken_one |= broken.find(std::string(name) + ":") != std::string::npos && cpu_runs_backend(name);
     if (runs_a_broken_one) {
       EXPECT_GT(failed, 0) << faults;

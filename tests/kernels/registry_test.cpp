@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "kernels/backend.h"
@@ -28,6 +29,16 @@ std::vector<std::string> runnable(OpFamily f) {
   for (const Backend& b : compiled_backends())
     if (b.family(f).present() && cpu_features().missing(b.needs).empty()) out.push_back(b.name);
   return out;
+}
+
+// The int8-activation backend auto takes first where it may: the one of the widest instruction
+// set, where no AMX backend ranks above it (an AVX-512 VNNI CPU without AMX; an AVX2-only CPU).
+const char* int8_backend_auto_takes() {
+  const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
+  auto runs = [&](const char* name) { return std::find(fp4.begin(), fp4.end(), name) != fp4.end(); };
+  if (runs("avx512-int8")) return cpu_features().usable(CpuFeature::AMX_TILE) ? nullptr : "avx512-int8";
+  if (!cpu_features().usable(CpuFeature::AVX512F) && runs("avx2-int8")) return "avx2-int8";
+  return nullptr;
 }
 
 const Verdict& verdict(const SelectionReport& r, OpFamily f, const std::string& backend) {
@@ -109,8 +120,7 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
       EXPECT_NE(v.reason.find("--allow-int8-activations"), std::string::npos) << v.reason;
     }
   }
-  // Named, each one this CPU runs is used. Allowed, auto takes the one of the widest instruction
-  // set where no AMX backend ranks above it (an AVX-512 VNNI CPU without AMX; an AVX2-only CPU).
+  // Named, each one this CPU runs is used. Allowed, auto takes int8_backend_auto_takes().
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
   for (const char* name : {"avx512-int8", "avx2-int8"}) {
     if (std::find(fp4.begin(), fp4.end(), name) == fp4.end()) continue;
@@ -120,11 +130,7 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
     EXPECT_EQ(named->report().family(OpFamily::Fp4Gemm).chosen, name);
     EXPECT_EQ(verdict(named->report(), OpFamily::Fp4Gemm, name).status, VerdictStatus::Passed) << name;
   }
-  const bool amx = cpu_features().usable(CpuFeature::AMX_TILE);
-  const char* expected = nullptr;
-  if (std::find(fp4.begin(), fp4.end(), "avx512-int8") != fp4.end()) expected = amx ? nullptr : "avx512-int8";
-  else if (!cpu_features().usable(CpuFeature::AVX512F) && std::find(fp4.begin(), fp4.end(), "avx2-int8") != fp4.end())
-    expected = "avx2-int8";
+  const char* expected = int8_backend_auto_takes();
   if (expected != nullptr) {
     BackendOptions allowed = quiet_options();  // allows int8 activations
     EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, expected);
@@ -322,6 +328,73 @@ TEST(ModelShapes, FromResolvedModules) {
   ASSERT_EQ(s.moe.size(), 1u);
   EXPECT_EQ(s.moe[0].expert_kind, SchemeKind::NVFP4);
   EXPECT_EQ(s.moe[0].router_dtype, DType::BF16);
+  // Calibrated for 4-bit activations only when every NVFP4 weight of the text model has an input
+  // scale; an MTP or FP8 module's does not count.
+  EXPECT_FALSE(s.fp4_activations_calibrated) << "no input scales";
+  q.modules[3].scheme.activations_quantized = true;
+  EXPECT_FALSE(shapes_for_model(c, q).fp4_activations_calibrated) << "one of two experts";
+  q.modules[4].scheme.activations_quantized = true;
+  EXPECT_TRUE(shapes_for_model(c, q).fp4_activations_calibrated);
+  q.modules[3].scheme.kind = q.modules[4].scheme.kind = SchemeKind::Dense;
+  EXPECT_FALSE(shapes_for_model(c, q).fp4_activations_calibrated) << "no NVFP4 weight";
+}
+
+// A checkpoint calibrated for 4-bit activations lets auto quantize activations to int8 (the
+// int8-activation backends rank first where there is no AMX); --exact-activations and --w4a4
+// keep the fp32 class, and every verdict and the report say why.
+TEST(Registry, AutoQuantizesActivationsToInt8WhereTheCheckpointWasCalibratedFor4Bits) {
+  ShapeSet calibrated = builtin_shapes();
+  calibrated.fp4_activations_calibrated = true;
+  BackendOptions o = quiet_options();
+  o.allow_int8_activations = false;
+  const SelectionReport allowed = select_kernels(o, calibrated)->report();
+  EXPECT_TRUE(allowed.int8_activations);
+  EXPECT_NE(allowed.int8_policy.find("calibrated for 4-bit activations"), std::string::npos) << allowed.int8_policy;
+  EXPECT_NE(allowed.to_text().find("int8 activations allowed"), std::string::npos) << allowed.to_text();
+  const char* expected = int8_backend_auto_takes();
+  if (expected != nullptr)
+    for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe})  // validation still judges it
+      if (verdict(allowed, f, expected).status == VerdictStatus::Passed) {
+        EXPECT_EQ(allowed.family(f).chosen, expected);
+      }
+  for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe})
+    for (const Verdict& v : allowed.family(f).verdicts) EXPECT_EQ(v.reason.find("not chosen by auto: quantizes"), std::string::npos) << v.backend;
+
+  struct Refusal {
+    const char* what;
+    std::function<void(BackendOptions&, ShapeSet&)> set;
+    const char* named;
+  };
+  const Refusal refusals[] = {
+      {"--exact-activations", [](BackendOptions& b, ShapeSet&) { b.exact_activations = true; }, "--exact-activations"},
+      {"--w4a4", [](BackendOptions&, ShapeSet& s) { s.semantics = Fp4Semantics::W4A4; }, "--w4a4"},
+      {"weight-only", [](BackendOptions&, ShapeSet& s) { s.fp4_activations_calibrated = false; }, "--allow-int8-activations"}};
+  for (const Refusal& r : refusals) {
+    BackendOptions ro = o;
+    ShapeSet rs = calibrated;
+    r.set(ro, rs);
+    const SelectionReport rep = select_kernels(ro, rs)->report();
+    EXPECT_FALSE(rep.int8_activations) << r.what;
+    EXPECT_NE(rep.int8_policy.find(r.named), std::string::npos) << r.what << ": " << rep.int8_policy;
+    for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe}) {
+      EXPECT_NE(verdict(rep, f, rep.family(f).chosen).precision, "int8-activations") << r.what;
+      for (const char* name : {"avx512-int8", "avx2-int8"}) {
+        const Verdict& v = verdict(rep, f, name);
+        if (v.status == VerdictStatus::Unsupported) continue;
+        EXPECT_EQ(v.status, VerdictStatus::NotTried) << r.what << " " << name;
+        EXPECT_NE(v.reason.find(r.named), std::string::npos) << r.what << ": " << v.reason;
+      }
+    }
+  }
+  // --allow-int8-activations wins over --w4a4 and a weight-only checkpoint, not over
+  // --exact-activations (the CLI refuses that pair).
+  BackendOptions both = o;
+  both.allow_int8_activations = both.exact_activations = true;
+  EXPECT_FALSE(select_kernels(both, calibrated)->report().int8_activations);
+  both.exact_activations = false;
+  ShapeSet w4a4 = calibrated;
+  w4a4.semantics = Fp4Semantics::W4A4;
+  EXPECT_TRUE(select_kernels(both, w4a4)->report().int8_activations);
 }
 
 }  // namespace

@@ -229,8 +229,8 @@ TEST(Qwen3_5OracleFixtures, W4A4AndW4A16AreDistinguished) {
   EXPECT_GT(worst_row_error(run(*w4a16, seq, data.ids, LogitsFor::AllPositions), data, 0), 10 * kRelTol);
 }
 
-// The kernels `auto` selects on this machine (fp32 SIMD backends, linear attention included)
-// reproduce transformers too: same tolerance, same greedy tokens, token by token after prefill.
+// The kernels `auto` selects on this machine under --exact-activations (fp32-class SIMD
+// backends, linear attention included) reproduce transformers too: same tolerance, same greedy tokens, token by token after prefill.
 TEST(Qwen3_5OracleFixtures, AutoSelectedKernelsMatchTransformers) {
   for (const std::string fixture : {"qwen3_5_moe_bf16_fused", "qwen3_next_nvfp4_modelopt"}) {
     SCOPED_TRACE(fixture);

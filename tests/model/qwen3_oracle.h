@@ -65,11 +65,13 @@ inline std::vector<Case> cases(const std::string& set = "oracle") {
   return out;
 }
 
-// The fixture's model with the kernels `auto` selects on this machine (validated with `seed`).
+// The fixture's model with the kernels `auto` selects on this machine (validated with `seed`),
+// kept to the fp32 class (--exact-activations) so that logits are judged at the fp32 tolerance.
 inline std::unique_ptr<CausalLM> open_with_auto_kernels(const Case& c, std::uint64_t seed) {
   ModelWeights weights = load_model_weights(c.dir());
   kernels::BackendOptions options;
   options.seed = seed;
+  options.exact_activations = true;
   const auto selection = kernels::select_kernels(options, weights.config, weights.quantization);
   return make_causal_lm(std::move(weights), selection->kernels(), c.semantics());
 }
