@@ -370,6 +370,8 @@ void bench(BenchArgs& a) {
     const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
     TestResult t{"pp" + std::to_string(a.prompt) + at_depth, 1, a.prompt, {}, {}};
     std::vector<double> secs, rates;
+    // Warm-up, as llama-bench: the first prefill of this length grows the workspaces.
+    prefill(*model, seqs, tokens, logits);
     for (int r = 0; r < a.reps; ++r) {
       const auto t0 = Clock::now();
       prefill(*model, seqs, tokens, logits);
