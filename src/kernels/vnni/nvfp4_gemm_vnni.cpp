@@ -198,8 +198,10 @@ struct Args {
 // y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop
 // (on AVX2, inlining every instance into one lambda spilled the loop to the stack). Without
 // kTableScales, returns false (y untouched) when a scale code needs the table (step_scales):
-// checking the codes it loads anyway replaced a scan of the rows' scales before the loop, whose
-// first read of each row pair stalled on memory (5 % of decode samples, docs/perf.md, session 14).
+// checking the codes it loads anyway replaced a scan of the rows' scales before the loop. That
+// scan held 5 % of decode samples, but removing it measured level: its first read of each row
+// pair's scales stalled on memory, and the loop's own first loads now wait instead (docs/perf.md,
+// session 14).
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) bool int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
