@@ -85,7 +85,7 @@ struct TokenCount {
 };
 
 template <int MaxMb, class Run>
-auto with_token_count(std::int64_t m, Run&& run) {
+void with_token_count(std::int64_t m, Run&& run) {
   constexpr auto cap = [](int n) { return n < MaxMb ? n : MaxMb; };
   switch (m) {
     case 1: return run(TokenCount<cap(1)>{});

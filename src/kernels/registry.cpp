@@ -82,26 +82,30 @@ struct KernelSelection::State {
     fail("internal: no report for family ", family_name(f));
   }
 
-  bool int8_allowed() const {
-    return !options.exact_activations &&
-           (options.allow_int8_activations || (shapes.fp4_activations_calibrated && shapes.semantics == Fp4Semantics::W4A16));
-  }
-  // Why auto may or may not quantize activations to int8, for the report and the verdicts.
-  std::string int8_policy() const {
-    if (options.exact_activations) return "not allowed: --exact-activations keeps the fp32 class";
-    if (options.allow_int8_activations) return "allowed by --allow-int8-activations";
+  // Whether auto may quantize activations to int8, and why (for the report and the verdicts),
+  // decided once per selection from the options and the checkpoint.
+  struct Int8Policy {
+    bool allowed;
+    std::string why;
+  };
+  Int8Policy int8_policy() const {
+    if (options.exact_activations) return {false, "not allowed: --exact-activations keeps the fp32 class"};
+    if (options.allow_int8_activations) return {true, "allowed by --allow-int8-activations"};
     const bool nvfp4 = !shapes.fp4.empty() || std::any_of(shapes.moe.begin(), shapes.moe.end(), [](const MoeShape& m) {
       return m.expert_kind == SchemeKind::NVFP4;
     });
-    if (!nvfp4) return "not used: the model has no NVFP4 weights";
+    if (!nvfp4) return {false, "not used: the model has no NVFP4 weights"};
     if (shapes.semantics == Fp4Semantics::W4A4)
-      return "not allowed: --w4a4 reproduces a GPU's 4-bit activations, int8 would round them again; opt in with "
-             "--allow-int8-activations";
+      return {false,
+              "not allowed: --w4a4 reproduces a GPU's 4-bit activations, int8 would round them again; opt in with "
+              "--allow-int8-activations"};
     if (shapes.fp4_activations_calibrated)
-      return "allowed: every NVFP4 weight has an input scale, so the checkpoint was calibrated for 4-bit activations; "
-             "--exact-activations keeps the fp32 class";
-    return "not allowed: not every NVFP4 weight has an input scale (a weight-only W4A16 checkpoint, or built-in shapes); "
-           "opt in with --allow-int8-activations";
+      return {true,
+              "allowed: every NVFP4 weight has an input scale, so the checkpoint was calibrated for 4-bit activations; "
+              "--exact-activations keeps the fp32 class"};
+    return {false,
+            "not allowed: not every NVFP4 weight has an input scale (a weight-only W4A16 checkpoint, or built-in shapes); "
+            "opt in with --allow-int8-activations"};
   }
 
   // Validates candidates of `fam` from the top; `initial` distinguishes start-up (explicit
@@ -123,9 +127,9 @@ struct KernelSelection::State {
       // passes the fp32 tolerance.
       // int8 activations only where the policy (int8_policy) allows them.
       const bool eligible = !automatic || ((options.allow_bf16_activations || c.impl.precision != Precision::Bf16Activations) &&
-                                           (int8_allowed() || c.impl.precision != Precision::Int8Activations));
+                                           (report.int8_activations || c.impl.precision != Precision::Int8Activations));
       const std::string why_not = c.impl.precision == Precision::Int8Activations
-                                      ? "not chosen by auto: quantizes activations to int8 (" + int8_policy() + ")"
+                                      ? "not chosen by auto: quantizes activations to int8 (" + report.int8_policy + ")"
                                       : "not chosen by auto: rounds activations to bf16 (opt in with --allow-bf16-activations)";
       if (!eligible && !options.validate_all) {
         v.reason = why_not;
@@ -202,8 +206,9 @@ std::unique_ptr<KernelSelection> select_kernels(const BackendOptions& options, c
   s.report.seed = s.next_seed;
   s.report.shapes_source = shapes.source;
   s.report.semantics = shapes.semantics == Fp4Semantics::W4A4 ? "W4A4" : "W4A16";
-  s.report.int8_activations = s.int8_allowed();
-  s.report.int8_policy = s.int8_policy();
+  const auto [int8_allowed, int8_why] = s.int8_policy();
+  s.report.int8_activations = int8_allowed;
+  s.report.int8_policy = int8_why;
   s.report.injected_faults = fault_text;
 
   for (OpFamily f : kFamilies) {

@@ -169,10 +169,8 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
   return true;
 }
 
-// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p. The
-// shift into the exponent is wrong for codes with the sign bit or 0x7F (NaN): those set bits of
-// `special`, and the caller runs the row group again with the E4M3 table (`table`).
-inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __mmask16& special) {
+// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p.
+inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3) {
   if (table) {
     alignas(64) float s[16] = {};
     for (int d = 0; d < count; ++d) s[d] = e4m3[p[d]] * kScaleBitsScale;
@@ -180,7 +178,6 @@ inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const fl
   }
   const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
                                     : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
-  special |= _mm_cmpge_epu8_mask(codes, _mm_set1_epi8(0x7F));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(codes), 20));
 }
 
@@ -196,14 +193,9 @@ struct Args {
 };
 
 // y rows [n0, n0 + R) for activation rows [0, MB). Not inlined: each instance is one tight loop
-// (on AVX2, inlining every instance into one lambda spilled the loop to the stack). Without
-// kTableScales, returns false (y untouched) when a scale code needs the table (step_scales):
-// checking the codes it loads anyway replaced a scan of the rows' scales before the loop. That
-// scan held 5 % of decode samples, but removing it measured level: its first read of each row
-// pair's scales stalled on memory, and the loop's own first loads now wait instead (docs/perf.md,
-// session 14).
+// (on AVX2, inlining every instance into one lambda spilled the loop to the stack).
 template <int P, int R, int MB, bool kTableScales>
-__attribute__((noinline)) bool int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
+__attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
   const __m512i first = _mm512_load_si512(kBlockBytes.first), second = _mm512_load_si512(kBlockBytes.second);
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
@@ -220,7 +212,6 @@ __attribute__((noinline)) bool int8_kernel(const Args& a, const QuantizedX& q, s
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
-  __mmask16 special = 0;
   // One step of R rows; `tail`: the zero-padded last one (a constant at each call below).
   auto step = [&](std::int64_t g, bool tail) __attribute__((always_inline)) {
     const std::uint8_t* xg = q.base + g * q.step_stride;
@@ -234,18 +225,18 @@ __attribute__((noinline)) bool int8_kernel(const Args& a, const QuantizedX& q, s
         const std::int64_t bytes = row_bytes - g * 128;  // 8..120
         v0 = _mm512_maskz_loadu_epi8(bytes >= 64 ? ~0ull : (1ull << bytes) - 1, row);  // code 0 is +0
         v1 = bytes > 64 ? _mm512_maskz_loadu_epi8((1ull << (bytes - 64)) - 1, row + 64) : _mm512_setzero_si512();
-        sw = step_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3, special);
+        sw = step_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3);
       } else {
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 + 64), _MM_HINT_T1);
-        // The scales of the rows the codes prefetch reaches: four steps share a line (without
-        // it the first read of each row pair's scales stalled: 6 % of decode samples).
+        // The scales of the rows the codes prefetch reaches: four steps share a line. Without
+        // it has_special_scale's first read of each row pair stalled (6 % of decode samples).
         if ((g & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_rows * row_scales), _MM_HINT_T0);
         v0 = _mm512_loadu_si512(row);
         v1 = _mm512_loadu_si512(row + 64);
-        sw = step_scales(sp, 16, kTableScales, a.e4m3, special);
+        sw = step_scales(sp, 16, kTableScales, a.e4m3);
       }
       // Gather each block's bytes into its lane, then look up both nibbles of each byte.
       const __m512i g0 = _mm512_permutex2var_epi8(v0, first, v1), g1 = _mm512_permutex2var_epi8(v0, second, v1);
@@ -273,25 +264,23 @@ __attribute__((noinline)) bool int8_kernel(const Args& a, const QuantizedX& q, s
   };
   for (std::int64_t g = 0; g < whole; ++g) step(g, false);
   if (whole < steps) step(whole, true);
-  if (!kTableScales && special != 0) return false;
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int i = 0; i < MB; ++i) a.y[i * a.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * kUndo * a.ws2;
-  return true;
 }
 
 // Three parts never see more than kThreePartsMaxM tokens (int8_gemm).
 template <int P, int R, bool kTableScales>
-bool int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
-  return with_token_count<(P > 1 ? kThreePartsMaxM : 8)>(
-      m, [&](auto mb) { return int8_kernel<P, R, decltype(mb)::kValue, kTableScales>(a, q, n0); });
+void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
+  with_token_count<(P > 1 ? kThreePartsMaxM : 8)>(
+      m, [&](auto mb) { int8_kernel<P, R, decltype(mb)::kValue, kTableScales>(a, q, n0); });
 }
 
-// A row group with a special scale code (none in a real checkpoint) runs twice.
 template <int P, int R>
 void int8_rows(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t n0) {
-  if (!int8_rows<P, R, false>(a, q, m, n0)) int8_rows<P, R, true>(a, q, m, n0);
+  if (has_special_scale(a.scales + n0 * (a.k / 16), R * (a.k / 16))) return int8_rows<P, R, true>(a, q, m, n0);
+  int8_rows<P, R, false>(a, q, m, n0);
 }
 
 // m > 4: the kernel over 8-token tiles (for_each_int8_tile in nvfp4_isa_common.h).
@@ -308,7 +297,7 @@ void int8_tiles(const Args& a, const QuantizedX& q, std::int64_t m, std::int64_t
         ai.y = a.y + i0 * a.n;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
           if (table) int8_rows<P, 1, true>(ai, qi, tokens, n0);
-          else if (!int8_rows<P, 1, false>(ai, qi, tokens, n0)) int8_rows<P, 1, true>(ai, qi, tokens, n0);
+          else int8_rows<P, 1, false>(ai, qi, tokens, n0);
         }
       });
 }
