@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/kv_cache.h"
 #include "kernels/model_shapes.h"
 #include "kernels/random_data.h"
 #include "synth/presets.h"
@@ -117,34 +118,40 @@ void moe_decode(benchmark::State& state, const Backend* b) {
 
 // One decode step's attention over every layer of Qwen3-30B-A3B (48 layers, 32 query heads on 4
 // KV heads of 128) with `past` positions cached: the cache in blocks of 16 tokens, laid out as
-// the engine's (all layers of a block together), on 2 MiB pages (huge = true) or the heap's.
-// Reports the cached keys and values read per second against the roofline.
-void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge) {
+// the engine's (all layers of a block together), of `dtype` elements (--kv-cache-dtype), on 2 MiB
+// pages (huge = true) or the heap's. Reports the cached keys and values read per second against
+// the roofline.
+void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge, DType dtype) {
   constexpr std::int64_t kLayers = 48, kHeads = 32, kKvHeads = 4, kDim = 128, kBlock = 16;
   const std::int64_t row = kKvHeads * kDim, blocks = (past + 1 + kBlock - 1) / kBlock;
-  const std::int64_t block_floats = 2 * kLayers * kBlock * row;
-  const auto total = static_cast<std::size_t>(blocks * block_floats);
+  const std::int64_t block_elements = 2 * kLayers * kBlock * row;
+  const auto bytes_per = static_cast<std::int64_t>(kv_element_bytes(dtype));
+  const auto total = static_cast<std::size_t>(blocks * block_elements * bytes_per);
   HugePageBuffer on_huge;
-  std::vector<float> on_heap;
-  float* cache = nullptr;
+  std::vector<std::byte> on_heap;
+  std::byte* cache = nullptr;
   if (huge) {
-    on_huge = HugePageBuffer(total * sizeof(float), "kernels_bench KV cache");
-    cache = static_cast<float*>(on_huge.data());
+    on_huge = HugePageBuffer(total, "kernels_bench KV cache");
+    cache = static_cast<std::byte*>(on_huge.data());
   } else {
     on_heap.resize(total);
     cache = on_heap.data();
   }
   Rng rng(3);
-  const auto fill = random_activations(rng, 1, 1 << 16);
-  for (std::size_t i = 0; i < total; ++i) cache[i] = fill[i & 0xFFFF];
-  std::vector<const float*> block_ptrs;
-  for (std::int64_t i = 0; i < blocks; ++i) block_ptrs.push_back(cache + i * block_floats);
+  constexpr std::int64_t kFill = 1 << 16;
+  const auto fill = random_activations(rng, 1, kFill);
+  const auto elements = static_cast<std::int64_t>(total) / bytes_per;
+  for (std::int64_t i = 0; i < elements; i += kFill)
+    store_kv_row(cache + i * bytes_per, dtype, fill.data(), std::min(kFill, elements - i));
+  std::vector<const std::byte*> block_ptrs;
+  for (std::int64_t i = 0; i < blocks; ++i) block_ptrs.push_back(cache + i * block_elements * bytes_per);
   const auto q = random_activations(rng, 1, kHeads * kDim);
   std::vector<float> out(static_cast<std::size_t>(kHeads * kDim));
   AttentionArgs a;
   a.q = q.data();
   a.out = out.data();
   a.kv_blocks = block_ptrs.data();
+  a.kv_dtype = dtype;
   a.block_tokens = kBlock;
   a.m = 1;
   a.past = past;
@@ -160,7 +167,7 @@ void attention_decode(benchmark::State& state, const Backend* b, std::int64_t pa
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = static_cast<double>(kLayers * 2 * (past + 1) * row) * sizeof(float);
+  const double bytes = static_cast<double>(kLayers * 2 * (past + 1) * row * bytes_per);
   state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * bytes));
   report_roofline(state, static_cast<double>(state.iterations()) * bytes);
 }
@@ -219,13 +226,16 @@ bool register_all() {
               ->UseRealTime();
       if (b.attention.present())
         for (std::int64_t past : {512, 2048, 8192})
-          for (bool huge : {true, false})
-            benchmark::RegisterBenchmark(("attention_decode_30b/" + b.name + "/past:" + std::to_string(past) +
-                                          (huge ? "/2mib" : "/4kib"))
-                                             .c_str(),
-                                         [&b, past, huge](benchmark::State& st) { attention_decode(st, &b, past, huge); })
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+          for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+            for (bool huge : {true, false}) {
+              if (dtype != DType::F32 && !huge) continue;  // the page size was measured with f32 (session 13)
+              benchmark::RegisterBenchmark(("attention_decode_30b/" + b.name + "/past:" + std::to_string(past) + "/" +
+                                            std::string(kv_dtype_name(dtype)) + (huge ? "/2mib" : "/4kib"))
+                                               .c_str(),
+                                           [&b, past, huge, dtype](benchmark::State& st) { attention_decode(st, &b, past, huge, dtype); })
+                  ->UseRealTime()
+                  ->Unit(benchmark::kMillisecond);
+            }
       benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

@@ -138,23 +138,24 @@ class Sequences {
  public:
   static constexpr std::int64_t kBlockTokens = 16;
 
-  // Floats of one sequence's state with room for max_tokens.
-  static std::int64_t floats_per_sequence(const StateSpec& spec, std::int64_t max_tokens) {
+  // Bytes of one sequence's state with room for max_tokens: its KV blocks, then its fixed state.
+  static std::int64_t bytes_per_sequence(const StateSpec& spec, std::int64_t max_tokens) {
     const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
-    return blocks * spec.kv_block_floats(kBlockTokens) + spec.fixed_state_floats();
+    return blocks * spec.kv_block_bytes(kBlockTokens) + spec.fixed_state_floats() * static_cast<std::int64_t>(sizeof(float));
   }
 
   Sequences(const StateSpec& spec, std::int64_t count, std::int64_t max_tokens) : spec_(spec) {
     const std::int64_t blocks = (max_tokens + kBlockTokens - 1) / kBlockTokens;
-    const std::int64_t per_seq = floats_per_sequence(spec, max_tokens);
+    const std::int64_t per_seq = bytes_per_sequence(spec, max_tokens);
     per_seq_ = static_cast<std::size_t>(per_seq);
-    storage_ = HugePageBuffer(static_cast<std::size_t>(count * per_seq) * sizeof(float), "bench KV cache");  // zeros
+    storage_ = HugePageBuffer(static_cast<std::size_t>(count * per_seq), "bench KV cache");  // zeros
     seqs_.resize(static_cast<std::size_t>(count));
     for (std::int64_t s = 0; s < count; ++s) {
       Seq& q = seqs_[static_cast<std::size_t>(s)];
-      float* base = data() + s * per_seq;
-      for (std::int64_t b = 0; b < blocks; ++b) q.blocks.push_back(base + b * spec.kv_block_floats(kBlockTokens));
-      float* fixed = base + blocks * spec.kv_block_floats(kBlockTokens);
+      std::byte* base = data() + s * per_seq;
+      for (std::int64_t b = 0; b < blocks; ++b) q.blocks.push_back(base + b * spec.kv_block_bytes(kBlockTokens));
+      // A block's bytes are a multiple of 4 (K and V), so the fixed state stays float-aligned.
+      auto* fixed = reinterpret_cast<float*>(base + blocks * spec.kv_block_bytes(kBlockTokens));
       for (std::int64_t l = 0; l < spec.linear_layers; ++l) {
         q.conv.push_back(fixed);
         fixed += spec.conv_state_floats;
@@ -162,6 +163,7 @@ class Sequences {
         fixed += spec.recurrent_state_floats;
       }
       q.state.kv_blocks = q.blocks;
+      q.state.kv_dtype = spec.kv_dtype;
       q.state.block_tokens = kBlockTokens;
       q.state.conv_state = q.conv;
       q.state.recurrent_state = q.recurrent;
@@ -196,7 +198,8 @@ class Sequences {
 
  private:
   struct Seq {
-    std::vector<float*> blocks, conv, recurrent;
+    std::vector<std::byte*> blocks;
+    std::vector<float*> conv, recurrent;
     SequenceState state;
   };
   // n floats of the start's state from start_state_[at] (zeros without a start), at += n.
@@ -210,11 +213,11 @@ class Sequences {
   }
 
   StateSpec spec_;
-  float* data() const { return static_cast<float*>(storage_.data()); }
+  std::byte* data() const { return static_cast<std::byte*>(storage_.data()); }
 
   // 2 MiB pages, as the engine's KV slabs (engine/state_pool.h).
   HugePageBuffer storage_;
-  std::size_t per_seq_ = 0;  // floats
+  std::size_t per_seq_ = 0;  // bytes
   std::vector<Seq> seqs_;
   std::int64_t start_past_ = 0;
   std::vector<float> start_state_;  // conv, recurrent per linear layer of sequence 0 at the start
@@ -345,8 +348,7 @@ void bench(BenchArgs& a) {
   constexpr std::int64_t kFirstPrompt = 16;
 
   const std::int64_t max_tokens = std::max({a.prompt, a.generate, kFirstPrompt}) + a.depth + 1;
-  const auto kv_needed = static_cast<std::uint64_t>(max_batch * Sequences::floats_per_sequence(model->state_spec(), max_tokens)) *
-                         sizeof(float);
+  const auto kv_needed = static_cast<std::uint64_t>(max_batch * Sequences::bytes_per_sequence(model->state_spec(), max_tokens));
   // Every sequence holds the depth: more than the free memory would end in the OOM killer.
   if (const std::uint64_t avail = available_memory_bytes(); avail > 0 && kv_needed > avail)
     fail("bench: the KV cache for --batch up to ", max_batch, " at -d ", a.depth, " needs ", fixed(gib(kv_needed), 2),
@@ -413,9 +415,8 @@ void bench(BenchArgs& a) {
   const double fraction_of_median =
       bw.median_gb_per_s > 0 ? fraction * bw.best_gb_per_s / bw.median_gb_per_s : 0.0;
   const std::uint64_t expected_memory = summary.resident_weight_bytes + seqs.bytes();
-  // What decode reads from the cache per token at the depth, beyond the weights (fp32 keys and values).
-  const std::uint64_t kv_bytes_at_depth =
-      static_cast<std::uint64_t>(model->state_spec().kv_block_floats(1) * a.depth) * sizeof(float);
+  // What decode reads from the cache per token at the depth, beyond the weights (keys and values).
+  const std::uint64_t kv_bytes_at_depth = static_cast<std::uint64_t>(model->state_spec().kv_block_bytes(1) * a.depth);
 
   if (a.json) {
     nlohmann::json j;
@@ -437,6 +438,7 @@ void bench(BenchArgs& a) {
     j["depth"] = a.depth;
     j["depth_prefill_s"] = depth_s;
     j["kv_bytes_read_per_token_at_depth"] = kv_bytes_at_depth;
+    j["kv_cache_dtype"] = kernels::kv_dtype_name(model->kv_cache_dtype());
     nlohmann::json tests = nlohmann::json::array();
     for (const TestResult& t : results) {
       nlohmann::json e = {{"test", t.name},
@@ -501,11 +503,13 @@ void bench(BenchArgs& a) {
   if (a.depth > 0)
     std::cout << "depth: " << a.depth << " tokens prefilled once in " << fixed(depth_s, 1) << " s; decode there also reads "
               << fixed(static_cast<double>(kv_bytes_at_depth) / 1e9, 3)
-              << " GB/token of cached keys and values (the roofline above counts weights only)\n";
+              << " GB/token of cached keys and values in " << kernels::kv_dtype_name(model->kv_cache_dtype())
+              << " (the roofline above counts weights only)\n";
   std::cout << "start to first token: " << fixed(ttft_s, 2) << " s (load + kernel validation " << fixed(load_s, 2)
             << " s, then a " << kFirstPrompt << "-token prompt)\n";
   std::cout << "memory: VmHWM " << fixed(gib(hwm), 2) << " GiB, VmRSS " << fixed(gib(rss), 2) << " GiB; weights "
-            << fixed(gib(summary.resident_weight_bytes), 2) << " GiB + KV " << fixed(gib(seqs.bytes()), 3) << " GiB = "
+            << fixed(gib(summary.resident_weight_bytes), 2) << " GiB + KV (" << kernels::kv_dtype_name(model->kv_cache_dtype())
+            << ") " << fixed(gib(seqs.bytes()), 3) << " GiB = "
             << fixed(gib(expected_memory), 2) << " GiB ("
             << fixed(expected_memory > 0 ? 100.0 * static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0, 1)
             << "%)\n";

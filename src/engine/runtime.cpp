@@ -39,6 +39,7 @@ Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOption
   }
   rt.kernels = kernels::select_kernels(options.backends, weights.config, weights.quantization);
   rt.model = make_causal_lm(std::move(weights), rt.kernels->kernels(), options.backends.semantics);
+  rt.model->set_kv_cache_dtype(options.backends.kv_cache_dtype);  // the type the attention backend was validated on
   if (std::filesystem::exists(model_dir / "tokenizer.json")) rt.tokenizer = tokenizer::Tokenizer::from_model_dir(model_dir);
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rt;

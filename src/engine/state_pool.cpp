@@ -49,12 +49,11 @@ StatePool::~StatePool() = default;
 
 std::uint64_t StatePool::sequence_bytes(const StateSpec& spec, std::int64_t block_tokens, std::int64_t tokens) {
   const std::int64_t blocks = (std::max<std::int64_t>(tokens, 0) + block_tokens - 1) / std::max<std::int64_t>(block_tokens, 1);
-  return static_cast<std::uint64_t>(blocks * spec.kv_block_floats(block_tokens) + spec.fixed_state_floats()) * sizeof(float);
+  return static_cast<std::uint64_t>(blocks * spec.kv_block_bytes(block_tokens)) +
+         static_cast<std::uint64_t>(spec.fixed_state_floats()) * sizeof(float);
 }
 
-std::uint64_t StatePool::block_bytes() const {
-  return static_cast<std::uint64_t>(spec_.kv_block_floats(block_tokens_)) * sizeof(float);
-}
+std::uint64_t StatePool::block_bytes() const { return static_cast<std::uint64_t>(spec_.kv_block_bytes(block_tokens_)); }
 
 std::uint64_t StatePool::fixed_state_bytes() const {
   return static_cast<std::uint64_t>(spec_.fixed_state_floats()) * sizeof(float);
@@ -75,17 +74,17 @@ bool StatePool::can_admit(std::int64_t tokens) const {
   return open_sequences_ < max_sequences_ && blocks_for(tokens) <= free_blocks();
 }
 
-float* StatePool::take_block() {
+std::byte* StatePool::take_block() {
   if (free_blocks_.empty()) {
     // Commit the next slab (uninitialised: positions are written before attention reads them).
     const std::int64_t n = std::min(slab_blocks_, total_blocks_ - committed_blocks_);
-    const auto floats = sz(spec_.kv_block_floats(block_tokens_));
-    slabs_.emplace_back(sz(n) * floats * sizeof(float), "KV cache slab");
-    auto* slab = static_cast<float*>(slabs_.back().data());
-    for (std::int64_t b = n - 1; b >= 0; --b) free_blocks_.push_back(slab + sz(b) * floats);
+    const auto bytes = sz(spec_.kv_block_bytes(block_tokens_));
+    slabs_.emplace_back(sz(n) * bytes, "KV cache slab");
+    auto* slab = static_cast<std::byte*>(slabs_.back().data());
+    for (std::int64_t b = n - 1; b >= 0; --b) free_blocks_.push_back(slab + sz(b) * bytes);
     committed_blocks_ += n;
   }
-  float* block = free_blocks_.back();
+  std::byte* block = free_blocks_.back();
   free_blocks_.pop_back();
   ++used_blocks_;
   return block;
@@ -116,6 +115,7 @@ bool StatePool::open(PooledSequence& seq) {
     }
   }
   seq.view_.block_tokens = block_tokens_;
+  seq.view_.kv_dtype = spec_.kv_dtype;
   seq.open_ = true;
   ++open_sequences_;
   return true;
@@ -149,7 +149,7 @@ void StatePool::truncate(PooledSequence& seq, std::int64_t tokens) {
 
 void StatePool::release(PooledSequence& seq) {
   if (!seq.open_) return;
-  for (float* b : seq.blocks_) free_blocks_.push_back(b);
+  for (std::byte* b : seq.blocks_) free_blocks_.push_back(b);
   used_blocks_ -= seq.blocks();
   seq.blocks_.clear();
   if (seq.slot_ >= 0) free_slots_.push_back(seq.slot_);

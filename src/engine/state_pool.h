@@ -8,6 +8,7 @@
 //     sequences first; the rest of the budget is KV blocks.
 // Memory is committed in slabs as blocks are first needed, so a large budget costs nothing until
 // it is used. Not thread-safe: one owner (a Session or the scheduler thread) drives it.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -35,7 +36,7 @@ class PooledSequence {
   bool open_ = false;
   std::int64_t past_ = 0;
   std::int64_t slot_ = -1;
-  std::vector<float*> blocks_;
+  std::vector<std::byte*> blocks_;
   std::vector<float*> conv_, recurrent_;
   SequenceState view_;
 };
@@ -83,7 +84,7 @@ class StatePool {
   void release(PooledSequence& seq);
 
  private:
-  float* take_block();
+  std::byte* take_block();
 
   StateSpec spec_;
   std::int64_t block_tokens_;
@@ -96,7 +97,7 @@ class StatePool {
   // 2 MiB pages: decode over a long cache streams every cached row once per token, and through
   // 4 KiB pages this VM's TLB walks set the pace (docs/perf.md, session 13).
   std::vector<HugePageBuffer> slabs_;
-  std::vector<float*> free_blocks_;
+  std::vector<std::byte*> free_blocks_;
   std::vector<std::unique_ptr<float[]>> slots_;  // fixed state, allocated on first use
   std::vector<std::int64_t> free_slots_;
 };

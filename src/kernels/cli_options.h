@@ -1,12 +1,13 @@
 #pragma once
 // The backend flags every command that runs a model takes (--fp4-gemm-backend, --moe-backend,
 // --dense-backend, --attention-backend, --linear-attention-backend, --allow-bf16-activations,
-// --allow-int8-activations, --exact-activations, --w4a4). Header-only on purpose: it needs CLI11, which the
+// --allow-int8-activations, --exact-activations, --w4a4, --kv-cache-dtype). Header-only on purpose: it needs CLI11, which the
 // kernels library does not link; only command files (src/cli/) include it.
 #include <CLI/CLI.hpp>
 
 #include <string>
 
+#include "kernels/kv_cache.h"
 #include "kernels/registry.h"
 #include "kernels/shapes.h"
 
@@ -46,6 +47,13 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
                "checkpoint calibrated for 4-bit activations: validated at the fp32 tolerance (1e-4), slower where "
                "there is no AMX")
       ->excludes(int8);
+  cmd.add_option_function<std::string>(
+         "--kv-cache-dtype", [&options](const std::string& name) { options.kv_cache_dtype = *kv_dtype_from_name(name); },
+         "KV cache element type: f32 (default: attention reads exactly what the model computed), f16 (llama.cpp's "
+         "default) or bf16 (vLLM's auto for BF16 models); f16 and bf16 halve the cache's memory and what decode reads "
+         "from it per token, with keys and values rounded to 11 or 8 significant bits")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "float32", "float16", "bfloat16"}))
+      ->default_str("f32");
   cmd.add_flag_callback(
       "--w4a4", [&options] { options.semantics = Fp4Semantics::W4A4; },
       "NVFP4 with activations quantized by each layer's input_scale, as Blackwell GPUs compute "

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "formats/dtype.h"
+#include "kernels/kv_cache.h"
 #include "kernels/paged_kv.h"
 #include "kernels/shapes.h"
 #include "util/error.h"
@@ -170,13 +171,16 @@ class FaultyAttention final : public AttentionKernel {
       // Gather the cache, swap neighbouring key elements (a kernel mixing up element order), re-page.
       const std::int64_t tokens = a.past + a.m, row = a.num_kv_heads * a.head_dim;
       std::vector<float> k(static_cast<std::size_t>(tokens * row)), v(k.size());
+      const auto bytes = static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
       for (std::int64_t p = 0; p < tokens; ++p) {
-        const float* block = a.kv_blocks[p / a.block_tokens] + (p % a.block_tokens) * row;
-        std::copy(block + a.k_offset, block + a.k_offset + row, k.begin() + p * row);
-        std::copy(block + a.v_offset, block + a.v_offset + row, v.begin() + p * row);
+        const std::byte* block = a.kv_blocks[p / a.block_tokens] + (p % a.block_tokens) * row * bytes;
+        for (std::int64_t j = 0; j < row; ++j) {
+          k[static_cast<std::size_t>(p * row + j)] = load_kv_element(block + a.k_offset * bytes, a.kv_dtype, j);
+          v[static_cast<std::size_t>(p * row + j)] = load_kv_element(block + a.v_offset * bytes, a.kv_dtype, j);
+        }
       }
       for (std::size_t i = 0; i + 1 < k.size(); i += 2) std::swap(k[i], k[i + 1]);
-      swapped.emplace(k.data(), v.data(), tokens, row, a.block_tokens);
+      swapped.emplace(k.data(), v.data(), tokens, row, a.block_tokens, 3, 1, 1, a.kv_dtype);
       swapped->point(a);
     }
     if (s_->has(FaultKind::NoBlockScale)) a.scale = 1.0f;

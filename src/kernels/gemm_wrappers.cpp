@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/kv_cache.h"
 #include "kernels/scratch.h"
 #include "kernels/weight_rows.h"
 #include "numerics/nvfp4.h"
@@ -31,6 +32,8 @@ void check_attention_args(const AttentionArgs& a, std::int64_t multiple, const s
     fail(backend, " attention: ", a.num_heads, " heads do not group over ", a.num_kv_heads, " kv heads");
   if (a.head_dim <= 0 || a.head_dim % multiple != 0)
     fail(backend, " attention: head_dim ", a.head_dim, " is not a positive multiple of ", multiple);
+  if (!kv_dtype_supported(a.kv_dtype))
+    fail(backend, " attention: KV cache element type ", dtype_name(a.kv_dtype), " is not supported (f32, f16, bf16)");
   if (a.m > 0 && (a.kv_blocks == nullptr || a.block_tokens <= 0 || a.k_offset < 0 || a.v_offset < 0))
     fail(backend, " attention: no KV blocks given (kv_blocks ", a.kv_blocks == nullptr ? "null" : "set",
          ", block_tokens ", a.block_tokens, ")");

@@ -2,6 +2,7 @@
 // The op families the model calls, each behind a small interface. Backends (reference, avx2,
 // avx512, amx, later cuda) implement them; the registry chooses one per family after validating
 // it against the scalar reference on the model's real shapes. The model sees only a KernelSet.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -56,17 +57,19 @@ class MoeKernel {
 // Causal attention of m new query tokens of one sequence against its (paged) cache.
 // q: [m, num_heads, head_dim]; out: [m, num_heads, head_dim]. The keys and values of positions
 // [0, past + m) (the new tokens' already written) live in blocks of block_tokens positions:
-// position p's key row is kv_blocks[p / block_tokens] + k_offset + (p % block_tokens) * row,
-// its value row the same with v_offset, where row = num_kv_heads * head_dim floats. A
-// contiguous cache is one block (block_tokens >= past + m). New token i sees positions
-// [0, past + i]. Softmax in fp32; GQA: q head h reads kv head h / (heads / kv_heads).
+// position p's key row starts at element k_offset + (p % block_tokens) * row of block
+// kv_blocks[p / block_tokens], its value row the same with v_offset, where row = num_kv_heads *
+// head_dim elements of kv_dtype (F32, or F16 / BF16 to halve the cache: kernels/kv_cache.h).
+// A contiguous cache is one block (block_tokens >= past + m). New token i sees positions
+// [0, past + i]. Softmax and sums in fp32; GQA: q head h reads kv head h / (heads / kv_heads).
 struct AttentionArgs {
   const float* q = nullptr;
   float* out = nullptr;
-  const float* const* kv_blocks = nullptr;
+  const std::byte* const* kv_blocks = nullptr;
+  DType kv_dtype = DType::F32;
   std::int64_t block_tokens = 0;
-  std::int64_t k_offset = 0;  // floats from a block's start to this layer's first key row
-  std::int64_t v_offset = 0;  // floats from a block's start to this layer's first value row
+  std::int64_t k_offset = 0;  // elements from a block's start to this layer's first key row
+  std::int64_t v_offset = 0;  // elements from a block's start to this layer's first value row
   std::int64_t m = 0;
   std::int64_t past = 0;
   std::int64_t num_heads = 0;

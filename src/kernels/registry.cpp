@@ -7,6 +7,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/faults.h"
+#include "kernels/kv_cache.h"
 #include "kernels/model_shapes.h"
 #include "kernels/validation.h"
 #include "util/error.h"
@@ -198,6 +199,9 @@ std::unique_ptr<KernelSelection> select_kernels(const BackendOptions& options, c
   KernelSelection::State& s = *sel->s_;
   s.options = options;
   s.shapes = shapes;
+  if (!kv_dtype_supported(options.kv_cache_dtype))
+    fail("--kv-cache-dtype: ", dtype_name(options.kv_cache_dtype), " is not supported (f32, f16, bf16)");
+  for (AttentionShape& a : s.shapes.attention) a.kv_dtype = options.kv_cache_dtype;
   s.cpu = options.cpu ? *options.cpu : cpu_features();
   const char* env = std::getenv("FP4SERVE_INJECT_FAULT");
   const std::string fault_text = options.inject_faults ? *options.inject_faults : (env != nullptr ? env : "");
@@ -224,7 +228,7 @@ std::unique_ptr<KernelSelection> select_kernels(const BackendOptions& options, c
     FamilyReport r;
     r.family = f;
     r.requested = requested;
-    FamilyValidator validator(f, shapes, s.next_seed++);
+    FamilyValidator validator(f, s.shapes, s.next_seed++);  // with the KV cache type set above
     r.shapes = validator.shape_descriptions();
     r.cases = validator.case_descriptions();
     for (const Backend& b : compiled_backends()) {

@@ -46,6 +46,9 @@ struct BackendOptions {
   // `exact_activations` keeps the fp32 class for every checkpoint.
   bool allow_int8_activations = false;
   bool exact_activations = false;
+  // The KV cache's element type (--kv-cache-dtype): attention backends are validated on a cache
+  // of this type (select_kernels sets it on every attention shape). F32, F16 or BF16.
+  DType kv_cache_dtype = DType::F32;
   std::uint64_t seed = 0;          // validation inputs; 0 draws a fresh one (reported)
   bool validate_all = false;       // also validate candidates after the first that passes (doctor)
   std::optional<std::string> inject_faults;  // unset: read FP4SERVE_INJECT_FAULT

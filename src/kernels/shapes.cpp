@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "kernels/kv_cache.h"
+
 namespace fp4serve::kernels {
 
 namespace {
@@ -31,6 +33,7 @@ std::string describe(const MoeShape& s) {
 std::string describe(const AttentionShape& s) {
   std::ostringstream os;
   os << s.heads << " heads / " << s.kv_heads << " kv heads x " << s.head_dim;
+  if (s.kv_dtype != DType::F32) os << ", " << kv_dtype_name(s.kv_dtype) << " KV cache";
   return os.str();
 }
 

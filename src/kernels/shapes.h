@@ -38,6 +38,7 @@ struct AttentionShape {
   std::int64_t heads = 0;
   std::int64_t kv_heads = 0;
   std::int64_t head_dim = 0;
+  DType kv_dtype = DType::F32;  // the KV cache's element type (--kv-cache-dtype; kernels/kv_cache.h)
 };
 
 // The recurrent ops of a Gated DeltaNet layer: conv1d over conv_channels with conv_kernel taps,

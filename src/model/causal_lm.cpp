@@ -1,12 +1,19 @@
 // make_causal_lm: the model class for a checkpoint's model_type.
 #include "model/causal_lm.h"
 
+#include "kernels/kv_cache.h"
 #include "model/model_weights.h"
 #include "model/qwen3_5_model.h"
 #include "model/qwen3_model.h"
 #include "util/error.h"
 
 namespace fp4serve {
+
+void CausalLM::set_kv_cache_dtype(DType dtype) {
+  if (!kernels::kv_dtype_supported(dtype))
+    fail("--kv-cache-dtype: ", dtype_name(dtype), " is not supported (f32, f16, bf16)");
+  kv_cache_dtype_ = dtype;
+}
 
 std::unique_ptr<CausalLM> make_causal_lm(ModelWeights weights, kernels::KernelSet kernel_set,
                                          kernels::Fp4Semantics semantics) {

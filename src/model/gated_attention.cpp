@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kv_cache.h"
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
 #include "model/rms_norm.h"
@@ -59,16 +60,18 @@ void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t
     const SequenceState& st = *s.state;
     const std::int64_t B = st.block_tokens;
     const std::int64_t k_offset = 2 * attention_index * B * kv_row, v_offset = k_offset + B * kv_row;
+    const auto bytes = static_cast<std::int64_t>(kernels::kv_element_bytes(st.kv_dtype));
     for (std::int64_t t = 0; t < s.m; ++t) {
       const std::int64_t p = st.past + t;
-      float* block = st.kv_blocks[sz(p / B)];
-      std::memcpy(block + k_offset + (p % B) * kv_row, k + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
-      std::memcpy(block + v_offset + (p % B) * kv_row, v + (s.begin + t) * kv_row, sz(kv_row) * sizeof(float));
+      std::byte* block = st.kv_blocks[sz(p / B)];
+      kernels::store_kv_row(block + (k_offset + (p % B) * kv_row) * bytes, st.kv_dtype, k + (s.begin + t) * kv_row, kv_row);
+      kernels::store_kv_row(block + (v_offset + (p % B) * kv_row) * bytes, st.kv_dtype, v + (s.begin + t) * kv_row, kv_row);
     }
     kernels::AttentionArgs args;
     args.q = q + s.begin * Hq * D;
     args.out = attn + s.begin * Hq * D;
     args.kv_blocks = st.kv_blocks.data();
+    args.kv_dtype = st.kv_dtype;
     args.block_tokens = B;
     args.k_offset = k_offset;
     args.v_offset = v_offset;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_cache.h"
 #include "kernels/weight_rows.h"
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
@@ -67,7 +68,8 @@ class Qwen3_5Model final : public CausalLM {
     const ModelConfig& c = weights_.config;
     StateSpec s;
     s.attention_layers = attention_layers_;
-    s.kv_row_floats = c.num_key_value_heads * c.head_dim;
+    s.kv_row_elements = c.num_key_value_heads * c.head_dim;
+    s.kv_dtype = kv_cache_dtype();
     s.linear_layers = linear_layers_;
     const std::int64_t conv_dim =
         2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim;
@@ -125,6 +127,9 @@ void Qwen3_5Model::check_chunks(std::span<const SequenceChunk> chunks, std::span
     if (st.past < 0) fail(who(), ": past ", st.past, " is negative");
     if (attention_layers_ > 0) {
       if (st.block_tokens <= 0) fail(who(), ": block_tokens ", st.block_tokens, " must be positive");
+      if (st.kv_dtype != kv_cache_dtype())
+        fail(who(), ": the state's KV cache holds ", kernels::kv_dtype_name(st.kv_dtype), ", the model writes ",
+             kernels::kv_dtype_name(kv_cache_dtype()));
       const auto covered = static_cast<std::int64_t>(st.kv_blocks.size()) * st.block_tokens;
       if (covered < st.past + m)
         fail(who(), ": ", st.kv_blocks.size(), " KV blocks of ", st.block_tokens, " tokens hold ", covered,

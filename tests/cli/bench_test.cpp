@@ -140,6 +140,28 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
     EXPECT_NE(h.out.find(want), std::string::npos) << want << "\n" << h.out;
 }
 
+TEST(Bench, SixteenBitKvCacheHalvesTheCacheBytes) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 7 --quiet --out " + dir).code, 0);
+  auto run = [&](const std::string& flag) {
+    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 -d 40 --reps 1 --bandwidth-mib 16 --json" + flag);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  };
+  const auto f32 = run(""), f16 = run(" --kv-cache-dtype f16"), bf16 = run(" --kv-cache-dtype bfloat16");
+  EXPECT_EQ(f32["kv_cache_dtype"], "f32");
+  EXPECT_EQ(f16["kv_cache_dtype"], "f16");
+  EXPECT_EQ(bf16["kv_cache_dtype"], "bf16");
+  EXPECT_EQ(2 * f16["kv_bytes_read_per_token_at_depth"].get<double>(), f32["kv_bytes_read_per_token_at_depth"].get<double>());
+  EXPECT_EQ(2 * f16["memory"]["kv_bytes"].get<double>(), f32["memory"]["kv_bytes"].get<double>());
+  EXPECT_EQ(bf16["memory"]["kv_bytes"], f16["memory"]["kv_bytes"]);
+  // The attention backend was validated on the cache type the run uses.
+  const std::string report = f16["kernels"].dump();
+  EXPECT_NE(report.find("f16 KV cache"), std::string::npos) << report;
+  expect_refused("-m " + dir + " --kv-cache-dtype f8", "--kv-cache-dtype");
+}
+
 TEST(Bench, ACacheLargerThanTheFreeMemoryIsRefused) {
   // 8 layers of 64 KV heads of 256: 1 MiB of keys and values per position; 256 sequences of
   // 65537 positions would need 16 TiB. bench must say so instead of meeting the OOM killer.

@@ -181,7 +181,7 @@ TEST_F(SchedulerTest, PreemptionUnderATinyBudgetKeepsTheTokens) {
   o.max_num_seqs = 4;
   o.block_tokens = 2;
   // 16 blocks of 2 tokens; each request grows to 7-14 + 20 tokens, so four cannot all run.
-  o.kv_cache_bytes = 16 * static_cast<std::uint64_t>(model_->state_spec().kv_block_floats(2)) * sizeof(float);
+  o.kv_cache_bytes = 16 * static_cast<std::uint64_t>(model_->state_spec().kv_block_bytes(2));
   Scheduler s(*model_, o);
   std::vector<RequestSpec> specs;
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -234,7 +234,7 @@ TEST_F(SchedulerTest, BadRequestsFailAtSubmitNamingTheField) {
   SchedulerOptions o;
   o.max_model_len = 64;
   o.block_tokens = 2;
-  o.kv_cache_bytes = 8 * static_cast<std::uint64_t>(model_->state_spec().kv_block_floats(2)) * sizeof(float);
+  o.kv_cache_bytes = 8 * static_cast<std::uint64_t>(model_->state_spec().kv_block_bytes(2));
   Scheduler s(*model_, o);
   EXPECT_EQ(s.options().max_model_len, 64);
   RequestSpec r = request(0, 62);  // 3 prompt tokens

@@ -12,7 +12,7 @@ namespace {
 StateSpec attention_only() {
   StateSpec s;
   s.attention_layers = 2;
-  s.kv_row_floats = 8;  // a block of 4 tokens: 2 * 2 * 4 * 8 floats = 512 bytes
+  s.kv_row_elements = 8;  // a block of 4 tokens: 2 * 2 * 4 * 8 floats = 512 bytes
   return s;
 }
 
@@ -35,6 +35,21 @@ TEST(StatePool, BudgetBecomesBlocks) {
   EXPECT_TRUE(pool.could_ever_fit(40));
   EXPECT_FALSE(pool.could_ever_fit(41));
   EXPECT_EQ(pool.committed_bytes(), 0u);  // nothing allocated before it is needed
+}
+
+TEST(StatePool, SixteenBitCacheHoldsTwiceTheBlocks) {
+  StateSpec spec = attention_only();
+  spec.kv_dtype = DType::F16;
+  StatePool pool(spec, 4, 512 * 10 + 100, 8);
+  EXPECT_EQ(pool.block_bytes(), 256u);
+  EXPECT_EQ(pool.total_blocks(), 20);
+  EXPECT_EQ(StatePool::sequence_bytes(spec, 4, 9), 3 * 256u);
+  PooledSequence seq;
+  ASSERT_TRUE(pool.open(seq));
+  ASSERT_TRUE(pool.reserve(seq, 9));
+  EXPECT_EQ(seq.state().kv_dtype, DType::F16);  // the model checks it against what it writes
+  EXPECT_EQ(pool.committed_bytes(), 20 * 256u);  // one slab: all 20 blocks
+  pool.release(seq);
 }
 
 TEST(StatePool, SequenceBytesIsWhatOneSequenceTakes) {
@@ -74,8 +89,8 @@ TEST(StatePool, ReserveTruncateRelease) {
       if (i != j) {
         EXPECT_NE(st.kv_blocks[i], st.kv_blocks[j]);
       }
-  for (float* blk : b.state().kv_blocks)
-    for (float* other : st.kv_blocks) EXPECT_NE(blk, other);
+  for (std::byte* blk : b.state().kv_blocks)
+    for (std::byte* other : st.kv_blocks) EXPECT_NE(blk, other);
 
   pool.truncate(a, 6);  // keeps 2 blocks
   EXPECT_EQ(a.past(), 6);

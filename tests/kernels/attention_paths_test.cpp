@@ -2,12 +2,14 @@
 // every query head of the group (prefill), per (token, head) (decode over a short cache), per
 // (token, KV head, slice of positions) (decode over a long cache), each head_dim from 16 to
 // 128 (register-resident, head_dim / 16 as a template argument) and a wider one, position
-// counts around the 16-position blocks, paged caches with blocks of 1, 5 and 16 tokens.
+// counts around the 16-position blocks, paged caches with blocks of 1, 5 and 16 tokens, and
+// caches of fp32, f16 and bf16 elements (each path is a template over the element type).
 #include <gtest/gtest.h>
 
 #include "kernels/attention_check.h"
 #include "kernels/attention_split.h"
 #include "kernels/validation.h"
+#include "util/error.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -15,8 +17,9 @@ namespace {
 using Case = testing::AttentionCase;
 
 void check(const Case& c, float amplitude) {
-  testing::expect_attention_matches_reference(
-      c, static_cast<std::uint64_t>(c.heads * 1009 + c.kv * 101 + c.dim * 7 + c.m * 3 + c.past), amplitude);
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16})
+    testing::expect_attention_matches_reference(
+        c, static_cast<std::uint64_t>(c.heads * 1009 + c.kv * 101 + c.dim * 7 + c.m * 3 + c.past), amplitude, 2e-6, dtype);
 }
 
 TEST(AttentionPaths, GroupedPrefillMatchesReference) {
@@ -73,6 +76,54 @@ TEST(AttentionPaths, PeakedScoresMatchReference) {
   check(Case{8, 2, 64, 1, 70}, 6.0f);
   // Split decode: the peak lies in one slice, the other slices' weights must fall to ~0.
   check(Case{8, 1, 64, 1, 900}, 6.0f);
+}
+
+TEST(AttentionPaths, SixteenBitCachesHoldRoundedRows) {
+  // The same keys and values through an f16 or bf16 cache: the output moves by about the
+  // elements' rounding (2^-11, 2^-8 relative), not more and not zero (the rows really are rounded).
+  const Case c{8, 2, 64, 3, 40};
+  Rng rng(7);
+  const std::int64_t total = c.past + c.m, row = c.kv * c.dim;
+  const auto q = random_activations(rng, c.m, c.heads * c.dim);
+  const auto k = random_activations(rng, total, row);
+  const auto v = random_activations(rng, total, row);
+  auto run = [&](DType dtype) {
+    const PagedKvCopy cache(k.data(), v.data(), total, row, 16, 3, 1, 1, dtype);
+    std::vector<float> out(q.size());
+    reference_kernels().attention->run(testing::attention_args(c, cache, q.data(), out.data()));
+    return out;
+  };
+  const auto f32 = run(DType::F32), f16 = run(DType::F16), bf16 = run(DType::BF16);
+  const double e16 = output_error(f16.data(), f32.data(), c.m, c.heads * c.dim);
+  const double eb16 = output_error(bf16.data(), f32.data(), c.m, c.heads * c.dim);
+  EXPECT_GT(e16, 0.0);
+  EXPECT_LT(e16, 2e-3);
+  EXPECT_GT(eb16, e16);  // 8 significant bits against 11
+  EXPECT_LT(eb16, 2e-2);
+}
+
+TEST(AttentionPaths, UnsupportedCacheTypeIsAClearError) {
+  const auto q = std::vector<float>(64, 0.5f), kv = std::vector<float>(32, 0.25f);
+  const PagedKvCopy cache(kv.data(), kv.data(), 1, 32, 16);
+  std::vector<float> out(64);
+  AttentionArgs a;
+  a.q = q.data();
+  a.out = out.data();
+  cache.point(a);
+  a.kv_dtype = DType::F8_E4M3;
+  a.m = 1;
+  a.num_heads = 4;
+  a.num_kv_heads = 2;
+  a.head_dim = 16;
+  for (const Backend& b : compiled_backends()) {
+    if (!b.attention.present() || b.name == "reference" || !cpu_features().missing(b.needs).empty()) continue;
+    try {
+      b.attention.attention->run(a);
+      ADD_FAILURE() << b.name << " accepted an F8_E4M3 KV cache";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("KV cache element type F8_E4M3 is not supported"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

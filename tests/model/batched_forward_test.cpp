@@ -67,9 +67,9 @@ void expect_batch_equals_alone(const CausalLM& model, const std::vector<std::int
     const std::int64_t end = plans[i].past + plans[i].m;
     for (std::int64_t l = 0; l < model.config().num_hidden_layers; ++l) {
       for (std::int64_t p = plans[i].past; p < end; ++p) {
-        for (std::int64_t j = 0; j < alone[i]->row_floats(); ++j) {
-          ASSERT_NEAR(batched[i]->key(l, p)[j], alone[i]->key(l, p)[j], 1e-5) << "seq " << i << " layer " << l;
-          ASSERT_NEAR(batched[i]->value(l, p)[j], alone[i]->value(l, p)[j], 1e-5) << "seq " << i << " layer " << l;
+        for (std::int64_t j = 0; j < alone[i]->row_elements(); ++j) {
+          ASSERT_NEAR(batched[i]->key(l, p, j), alone[i]->key(l, p, j), 1e-5) << "seq " << i << " layer " << l;
+          ASSERT_NEAR(batched[i]->value(l, p, j), alone[i]->value(l, p, j), 1e-5) << "seq " << i << " layer " << l;
         }
       }
     }
@@ -156,7 +156,9 @@ TEST(BatchedForwardState, SpecDescribesTheKvLayout) {
   const Qwen3Model model(load_model_weights(kMoe.dir()), kernels::reference_kernels());
   const StateSpec spec = model.state_spec();
   EXPECT_EQ(spec.attention_layers, model.config().num_hidden_layers);
-  EXPECT_EQ(spec.kv_row_floats, model.config().num_key_value_heads * model.config().head_dim);
+  EXPECT_EQ(spec.kv_row_elements, model.config().num_key_value_heads * model.config().head_dim);
+  EXPECT_EQ(spec.kv_dtype, DType::F32);
+  EXPECT_EQ(spec.kv_block_bytes(4), spec.kv_block_elements(4) * 4);
   EXPECT_EQ(spec.linear_layers, 0);
   EXPECT_EQ(spec.fixed_state_floats(), 0);
 }

@@ -118,10 +118,10 @@ TEST_P(Qwen3Oracle, PrefillThenDecodeEqualsAllAtOnce) {
   // The caches hold the same keys and values.
   for (std::int64_t l = 0; l < model_->config().num_hidden_layers; ++l) {
     for (std::int64_t p = 0; p < T; ++p) {
-      for (std::int64_t i = 0; i < kv.row_floats(); ++i) {
-        const float k = all.key(l, p)[i], v = all.value(l, p)[i];
-        ASSERT_NEAR(kv.key(l, p)[i], k, 1e-5 * (1.0 + std::abs(k))) << "layer " << l << " key " << p;
-        ASSERT_NEAR(kv.value(l, p)[i], v, 1e-5 * (1.0 + std::abs(v))) << "layer " << l << " value " << p;
+      for (std::int64_t i = 0; i < kv.row_elements(); ++i) {
+        const float k = all.key(l, p, i), v = all.value(l, p, i);
+        ASSERT_NEAR(kv.key(l, p, i), k, 1e-5 * (1.0 + std::abs(k))) << "layer " << l << " key " << p;
+        ASSERT_NEAR(kv.value(l, p, i), v, 1e-5 * (1.0 + std::abs(v))) << "layer " << l << " value " << p;
       }
     }
   }

@@ -3,6 +3,7 @@
 // `block_tokens` positions, each its own allocation, handed to the model in a shuffled order of
 // memory (so a wrong block index or layer offset reads another block's numbers), poisoned with
 // NaN so a row read before it was written shows up. block_tokens = 0 is one contiguous block.
+// The elements are of the model's kv_cache_dtype().
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/kv_cache.h"
 #include "model/causal_lm.h"
 
 namespace fp4serve::test_kv {
@@ -21,12 +23,17 @@ class SequenceKv {
       : spec_(model.state_spec()), block_tokens_(block_tokens > 0 ? block_tokens : capacity) {
     const std::int64_t blocks = (capacity + block_tokens_ - 1) / block_tokens_;
     storage_.resize(static_cast<std::size_t>(blocks));
-    for (auto& b : storage_) b.assign(static_cast<std::size_t>(spec_.kv_block_floats(block_tokens_)), NAN);
+    const std::vector<float> nans(static_cast<std::size_t>(spec_.kv_block_elements(block_tokens_)), NAN);
+    for (auto& b : storage_) {
+      b.resize(static_cast<std::size_t>(spec_.kv_block_bytes(block_tokens_)));
+      kernels::store_kv_row(b.data(), spec_.kv_dtype, nans.data(), spec_.kv_block_elements(block_tokens_));
+    }
     std::vector<std::size_t> order(storage_.size());
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
     for (std::size_t i : order) blocks_.push_back(storage_[i].data());
     state.kv_blocks = blocks_;
+    state.kv_dtype = spec_.kv_dtype;
     state.block_tokens = block_tokens_;
   }
   SequenceKv(const SequenceKv&) = delete;
@@ -40,21 +47,24 @@ class SequenceKv {
     state.past += static_cast<std::int64_t>(tokens.size());
   }
 
-  // Layer l's key (or value) row at position p.
-  const float* key(std::int64_t l, std::int64_t p) const { return row(2 * l, p); }
-  const float* value(std::int64_t l, std::int64_t p) const { return row(2 * l + 1, p); }
-  std::int64_t row_floats() const { return spec_.kv_row_floats; }
+  // Element j of layer l's key (or value) row at position p, widened to fp32.
+  float key(std::int64_t l, std::int64_t p, std::int64_t j) const { return kernels::load_kv_element(row(2 * l, p), spec_.kv_dtype, j); }
+  float value(std::int64_t l, std::int64_t p, std::int64_t j) const {
+    return kernels::load_kv_element(row(2 * l + 1, p), spec_.kv_dtype, j);
+  }
+  std::int64_t row_elements() const { return spec_.kv_row_elements; }
 
   SequenceState state;
 
  private:
-  const float* row(std::int64_t slab, std::int64_t p) const {
-    return blocks_[static_cast<std::size_t>(p / block_tokens_)] + (slab * block_tokens_ + p % block_tokens_) * spec_.kv_row_floats;
+  const std::byte* row(std::int64_t slab, std::int64_t p) const {
+    return blocks_[static_cast<std::size_t>(p / block_tokens_)] +
+           (slab * block_tokens_ + p % block_tokens_) * spec_.kv_row_elements * static_cast<std::int64_t>(kernels::kv_element_bytes(spec_.kv_dtype));
   }
   StateSpec spec_;
   std::int64_t block_tokens_;
-  std::vector<std::vector<float>> storage_;
-  std::vector<float*> blocks_;
+  std::vector<std::vector<std::byte>> storage_;
+  std::vector<std::byte*> blocks_;
 };
 
 }  // namespace fp4serve::test_kv

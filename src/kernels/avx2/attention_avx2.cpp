@@ -3,13 +3,17 @@
 // of the group (kv_group); decode over a long cache the same tasks over slices of the positions
 // (kernels/attention_split.h); decode over a short one one task per (query token, head), four
 // keys per pass over q. Value accumulators stay in registers, 64 dims per pass.
+// An F16 or BF16 cache (kernels/kv_cache.h) is widened to fp32 as each row is loaded: every
+// path is a template over the element type.
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/attention_split.h"
 #include "kernels/isa_kernels.h"
+#include "kernels/kv_isa.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -20,6 +24,19 @@ namespace {
 // Value passes: 8 accumulators (64 dims) stay in registers with the broadcast score; a
 // run-time count of them spilled every accumulator to the stack (half of prefill's attention).
 constexpr int kValueVecs = 8;
+
+// Elements [i, i + 8) of a row, widened to fp32.
+template <Kv E>
+inline __m256 load8(const std::byte* row, std::int64_t i) {
+  const std::byte* p = row + i * kKvElementBytes<E>;
+  if constexpr (E == Kv::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (E == Kv::F16) return _mm256_cvtph_ps(h);
+    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
 
 float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -33,40 +50,43 @@ __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-const float* kv_row(const AttentionArgs& a, std::int64_t offset, std::int64_t kv_stride, std::int64_t p) {
-  return a.kv_blocks[p / a.block_tokens] + offset + (p % a.block_tokens) * kv_stride;
+// Position p's row from element `offset` of its block; kv_stride elements per position.
+template <Kv E>
+const std::byte* kv_row(const AttentionArgs& a, std::int64_t offset, std::int64_t kv_stride, std::int64_t p) {
+  return a.kv_blocks[p / a.block_tokens] + (offset + (p % a.block_tokens) * kv_stride) * kKvElementBytes<E>;
 }
 
 // scores[p] = q . k_p * scale for p < visible; four keys per pass share each load of q.
+template <Kv E>
 void key_scores(const AttentionArgs& a, const float* q, std::int64_t head_offset, std::int64_t visible, float* scores) {
   const std::int64_t D = a.head_dim, kv_stride = a.num_kv_heads * D, off = a.k_offset + head_offset;
   const __m128 scale = _mm_set1_ps(a.scale);
   std::int64_t p = 0;
   for (; p + 4 <= visible; p += 4) {
-    const float* k0 = kv_row(a, off, kv_stride, p);
-    const float* k1 = kv_row(a, off, kv_stride, p + 1);
-    const float* k2 = kv_row(a, off, kv_stride, p + 2);
-    const float* k3 = kv_row(a, off, kv_stride, p + 3);
+    const std::byte* k0 = kv_row<E>(a, off, kv_stride, p);
+    const std::byte* k1 = kv_row<E>(a, off, kv_stride, p + 1);
+    const std::byte* k2 = kv_row<E>(a, off, kv_stride, p + 2);
+    const std::byte* k3 = kv_row<E>(a, off, kv_stride, p + 3);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (std::int64_t d = 0; d < D; d += 8) {
       const __m256 qd = _mm256_loadu_ps(q + d);
-      a0 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k0 + d), a0);
-      a1 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k1 + d), a1);
-      a2 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k2 + d), a2);
-      a3 = _mm256_fmadd_ps(qd, _mm256_loadu_ps(k3 + d), a3);
+      a0 = _mm256_fmadd_ps(qd, load8<E>(k0, d), a0);
+      a1 = _mm256_fmadd_ps(qd, load8<E>(k1, d), a1);
+      a2 = _mm256_fmadd_ps(qd, load8<E>(k2, d), a2);
+      a3 = _mm256_fmadd_ps(qd, load8<E>(k3, d), a3);
     }
     _mm_storeu_ps(scores + p, _mm_mul_ps(hsum4(a0, a1, a2, a3), scale));
   }
   for (; p < visible; ++p) {
-    const float* k = kv_row(a, off, kv_stride, p);
+    const std::byte* k = kv_row<E>(a, off, kv_stride, p);
     __m256 acc = _mm256_setzero_ps();
-    for (std::int64_t d = 0; d < D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(k + d), acc);
+    for (std::int64_t d = 0; d < D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<E>(k, d), acc);
     scores[p] = hsum(acc) * a.scale;
   }
 }
 
 // out[d0 .. d0 + 8V) = inv * sum_p scores[p] * v_p[d0 ..].
-template <int V>
+template <Kv E, int V>
 void value_pass(const AttentionArgs& a, const float* scores, std::int64_t head_offset, std::int64_t visible, std::int64_t d0,
                 float inv, float* out) {
   const std::int64_t kv_stride = a.num_kv_heads * a.head_dim, off = a.v_offset + head_offset + d0;
@@ -74,27 +94,28 @@ void value_pass(const AttentionArgs& a, const float* scores, std::int64_t head_o
   for (int j = 0; j < V; ++j) acc[j] = _mm256_setzero_ps();
   for (std::int64_t b0 = 0; b0 < visible; b0 += a.block_tokens) {  // one cache block at a time
     const std::int64_t b1 = b0 + a.block_tokens < visible ? b0 + a.block_tokens : visible;
-    const float* v = kv_row(a, off, kv_stride, b0);
-    for (std::int64_t p = b0; p < b1; ++p, v += kv_stride) {
+    const std::byte* v = kv_row<E>(a, off, kv_stride, b0);
+    for (std::int64_t p = b0; p < b1; ++p, v += kv_stride * kKvElementBytes<E>) {
       const __m256 s = _mm256_set1_ps(scores[p]);
-      for (int j = 0; j < V; ++j) acc[j] = _mm256_fmadd_ps(s, _mm256_loadu_ps(v + 8 * j), acc[j]);
+      for (int j = 0; j < V; ++j) acc[j] = _mm256_fmadd_ps(s, load8<E>(v, 8 * j), acc[j]);
     }
   }
   const __m256 scale = _mm256_set1_ps(inv);
   for (int j = 0; j < V; ++j) _mm256_storeu_ps(out + d0 + 8 * j, _mm256_mul_ps(acc[j], scale));
 }
 
+template <Kv E>
 void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
   const std::int64_t D = a.head_dim, visible = a.past + i + 1;
   const std::int64_t head_offset = h / (a.num_heads / a.num_kv_heads) * D;
   const float* q = a.q + (i * a.num_heads + h) * D;
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(visible) * sizeof(float)));
-  key_scores(a, q, head_offset, visible, scores);
+  key_scores<E>(a, q, head_offset, visible, scores);
   const float inv = static_cast<float>(1.0 / avx2::softmax_numerators(scores, visible));
   float* out = a.out + (i * a.num_heads + h) * D;
   std::int64_t d0 = 0;
-  for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) value_pass<kValueVecs>(a, scores, head_offset, visible, d0, inv, out);
-  for (; d0 < D; d0 += 8) value_pass<1>(a, scores, head_offset, visible, d0, inv, out);
+  for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) value_pass<E, kValueVecs>(a, scores, head_offset, visible, d0, inv, out);
+  for (; d0 < D; d0 += 8) value_pass<E, 1>(a, scores, head_offset, visible, d0, inv, out);
 }
 
 constexpr std::int64_t kGroupBlock = 8;  // positions per block on the grouped path
@@ -109,13 +130,13 @@ __m256 hsum8(const __m256* v) {
 }
 
 // acc[d0 .. d0 + 8V) += sum_j scores[j] * rows[j][d0 ..] over n rows.
-template <int V>
-void add_values(const float* const* rows, std::int64_t n, const float* scores, std::int64_t d0, float* acc_out) {
+template <Kv E, int V>
+void add_values(const std::byte* const* rows, std::int64_t n, const float* scores, std::int64_t d0, float* acc_out) {
   __m256 acc[V];
   for (int v = 0; v < V; ++v) acc[v] = _mm256_loadu_ps(acc_out + d0 + 8 * v);
   for (std::int64_t j = 0; j < n; ++j) {
     const __m256 s = _mm256_set1_ps(scores[j]);
-    for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(s, _mm256_loadu_ps(rows[j] + d0 + 8 * v), acc[v]);
+    for (int v = 0; v < V; ++v) acc[v] = _mm256_fmadd_ps(s, load8<E>(rows[j], d0 + 8 * v), acc[v]);
   }
   for (int v = 0; v < V; ++v) _mm256_storeu_ps(acc_out + d0 + 8 * v, acc[v]);
 }
@@ -124,6 +145,7 @@ void add_values(const float* const* rows, std::int64_t n, const float* scores, s
 // value row comes from L2 once per block and from L1 for the group's other heads (Qwen3-30B-A3B:
 // 8 heads per KV head). The per-head path read every row from L2 once per head.
 // Positions [first, last); part == nullptr: all of [0, visible), normalized into a.out.
+template <Kv E>
 void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
                     const SlicePartial* part) {
   const std::int64_t D = a.head_dim, visible = last - first, kv_stride = a.num_kv_heads * D;
@@ -132,18 +154,18 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D)) * sizeof(float)));
   float* accs = scores + G * stride;  // [G][D] value sums between blocks
   const float* q = a.q + (i * a.num_heads + h0) * D;
-  const float* rows[kGroupBlock];
+  const std::byte* rows[kGroupBlock];
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
     // Past the last position, row 0 again: its scores land in the row's padding, never read.
     for (std::int64_t j = 0; j < kGroupBlock; ++j)
-      rows[j] = kv_row(a, a.k_offset + g * D, kv_stride, first + p0 + (j < n ? j : 0));
+      rows[j] = kv_row<E>(a, a.k_offset + g * D, kv_stride, first + p0 + (j < n ? j : 0));
     for (std::int64_t h = 0; h < G; ++h) {
       __m256 acc[kGroupBlock];
       for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_setzero_ps();
       for (std::int64_t d = 0; d < D; d += 8) {
         const __m256 qd = _mm256_loadu_ps(q + h * D + d);
-        for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_fmadd_ps(qd, _mm256_loadu_ps(rows[j] + d), acc[j]);
+        for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_fmadd_ps(qd, load8<E>(rows[j], d), acc[j]);
       }
       _mm256_storeu_ps(scores + h * stride + p0, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(a.scale)));
     }
@@ -154,11 +176,11 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   for (std::int64_t x = 0; x < G * D; x += 8) _mm256_storeu_ps(accs + x, _mm256_setzero_ps());
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
-    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row(a, a.v_offset + g * D, kv_stride, first + p0 + j);
+    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.v_offset + g * D, kv_stride, first + p0 + j);
     for (std::int64_t h = 0; h < G; ++h) {
       std::int64_t d0 = 0;
-      for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
-      for (; d0 < D; d0 += 8) add_values<1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+      for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<E, kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+      for (; d0 < D; d0 += 8) add_values<E, 1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
     }
   }
   if (part != nullptr) return;
@@ -169,33 +191,41 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   }
 }
 
-void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) { kv_group_range(a, i, g, 0, a.past + i + 1, nullptr); }
+template <Kv E>
+void kv_group(const AttentionArgs& a, std::int64_t i, std::int64_t g) { kv_group_range<E>(a, i, g, 0, a.past + i + 1, nullptr); }
 
+template <Kv E>
 void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
                     const SlicePartial& part) {
-  kv_group_range(a, i, g, first, last, &part);
+  kv_group_range<E>(a, i, g, first, last, &part);
 }
 
-}  // namespace
-
-void attention(const AttentionArgs& a) {
+template <Kv E>
+void attention_of(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
   if (group > 1 && group <= kMaxGroup) {
     // Four tasks per thread at least (prefill); else, over a long cache, the same tasks over
     // slices of the positions (decode, kernels/attention_split.h).
     if (a.m * a.num_kv_heads >= 4 * kernel_threads()) {
       parallel_for(a.m * a.num_kv_heads, 1, [&a](std::int64_t b, std::int64_t e) {
-        for (std::int64_t t = b; t < e; ++t) kv_group(a, t / a.num_kv_heads, t % a.num_kv_heads);
+        for (std::int64_t t = b; t < e; ++t) kv_group<E>(a, t / a.num_kv_heads, t % a.num_kv_heads);
       });
       return;
     }
     if (const std::int64_t splits = attention_splits(a, kernel_threads()); splits >= 2)
-      return split_attention(a, splits, kv_group_slice);
+      return split_attention(a, splits, kv_group_slice<E>);
   }
   // Decode over a short cache: the per-head split, so every core has work.
   parallel_for(a.m * a.num_heads, 1, [&a](std::int64_t b, std::int64_t e) {
-    for (std::int64_t t = b; t < e; ++t) one_head(a, t / a.num_heads, t % a.num_heads);
+    for (std::int64_t t = b; t < e; ++t) one_head<E>(a, t / a.num_heads, t % a.num_heads);
   });
+}
+
+}  // namespace
+
+// The wrapper (gemm_wrappers.cpp) has checked kv_dtype: F32, F16 or BF16.
+void attention(const AttentionArgs& a) {
+  with_kv_type(a.kv_dtype, [&a](auto type) { attention_of<decltype(type)::kValue>(a); });
 }
 
 }  // namespace fp4serve::kernels::avx2

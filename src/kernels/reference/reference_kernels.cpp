@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/kv_cache.h"
 #include "kernels/weight_rows.h"
 #include "util/thread_pool.h"
 
@@ -128,6 +129,11 @@ class ReferenceMoe final : public MoeKernel {
   }
 };
 
+// Position p's row of one cache side, from element `head` of it.
+const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t row, std::int64_t p, std::int64_t head) {
+  return a.kv_blocks[p / a.block_tokens] + (side + (p % a.block_tokens) * row + head) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
+}
+
 class ReferenceAttention final : public AttentionKernel {
  public:
   void run(const AttentionArgs& a) const override {
@@ -141,9 +147,9 @@ class ReferenceAttention final : public AttentionKernel {
         const std::int64_t kvh = h / group;
         float mx = -INFINITY;
         for (std::int64_t p = 0; p < visible; ++p) {
-          const float* k = a.kv_blocks[p / a.block_tokens] + a.k_offset + (p % a.block_tokens) * row + kvh * D;
+          const std::byte* k = kv_row(a, a.k_offset, row, p, kvh * D);
           double dot = 0.0;
-          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * k[d];
+          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * load_kv_element(k, a.kv_dtype, d);
           scores[static_cast<std::size_t>(p)] = static_cast<float>(dot) * a.scale;
           mx = std::max(mx, scores[static_cast<std::size_t>(p)]);
         }
@@ -154,7 +160,7 @@ class ReferenceAttention final : public AttentionKernel {
           double acc = 0.0;
           for (std::int64_t p = 0; p < visible; ++p)
             acc += static_cast<double>(scores[static_cast<std::size_t>(p)]) *
-                   a.kv_blocks[p / a.block_tokens][a.v_offset + (p % a.block_tokens) * row + kvh * D + d];
+                   load_kv_element(kv_row(a, a.v_offset, row, p, kvh * D), a.kv_dtype, d);
           out[d] = static_cast<float>(acc / sum);
         }
       }

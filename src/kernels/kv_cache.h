@@ -1,0 +1,27 @@
+#pragma once
+// The element types a KV cache may hold (--kv-cache-dtype): F32 (the default: attention reads
+// exactly what the model computed), F16 (llama.cpp's default cache type) or BF16 (vLLM's `auto`
+// for these checkpoints), both half the bytes. Rows are written rounded to nearest even; every
+// attention backend widens them to fp32 as it loads them.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "formats/dtype.h"
+
+namespace fp4serve::kernels {
+
+bool kv_dtype_supported(DType dtype);  // F32, F16, BF16
+std::size_t kv_element_bytes(DType dtype);  // an Error for an unsupported type
+
+// "f32" / "f16" / "bf16" (also "float32", "float16", "bfloat16", as vLLM spells them); nullopt otherwise.
+std::optional<DType> kv_dtype_from_name(std::string_view name);
+std::string_view kv_dtype_name(DType dtype);  // "f32", "f16", "bf16"
+
+// Writes n floats to dst as `dtype` (no alignment needed).
+void store_kv_row(std::byte* dst, DType dtype, const float* src, std::int64_t n);
+// Element i of a row of `dtype`, widened to fp32.
+float load_kv_element(const std::byte* row, DType dtype, std::int64_t i);
+
+}  // namespace fp4serve::kernels
