@@ -151,21 +151,35 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const std::int64_t D = a.head_dim, visible = last - first, kv_stride = a.num_kv_heads * D;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kGroupBlock - 1) / kGroupBlock * kGroupBlock;  // scores row per head
-  float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D)) * sizeof(float)));
+  float* scores = static_cast<float*>(
+      thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D) + kGroupBlock * D) * sizeof(float)));
   float* accs = scores + G * stride;  // [G][D] value sums between blocks
   const float* q = a.q + (i * a.num_heads + h0) * D;
   const std::byte* rows[kGroupBlock];
+  // A 16-bit cache's block of rows, widened once here for all G heads (once per head cost more
+  // than the bytes it saves: docs/perf.md, session 15); fp32 rows are read in place. D floats
+  // per row from the scratch after the value sums.
+  float* wide = accs + G * D;
+  auto widen = [&rows, wide, D](std::int64_t n) __attribute__((always_inline)) {
+    if constexpr (E != Kv::F32) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        for (std::int64_t d = 0; d < D; d += 8) _mm256_storeu_ps(wide + j * D + d, load8<E>(rows[j], d));
+        rows[j] = reinterpret_cast<const std::byte*>(wide + j * D);
+      }
+    }
+  };
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
     // Past the last position, row 0 again: its scores land in the row's padding, never read.
     for (std::int64_t j = 0; j < kGroupBlock; ++j)
       rows[j] = kv_row<E>(a, a.k_offset + g * D, kv_stride, first + p0 + (j < n ? j : 0));
+    widen(kGroupBlock);
     for (std::int64_t h = 0; h < G; ++h) {
       __m256 acc[kGroupBlock];
       for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_setzero_ps();
       for (std::int64_t d = 0; d < D; d += 8) {
         const __m256 qd = _mm256_loadu_ps(q + h * D + d);
-        for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_fmadd_ps(qd, load8<E>(rows[j], d), acc[j]);
+        for (std::int64_t j = 0; j < kGroupBlock; ++j) acc[j] = _mm256_fmadd_ps(qd, load8<Kv::F32>(rows[j], d), acc[j]);
       }
       _mm256_storeu_ps(scores + h * stride + p0, _mm256_mul_ps(hsum8(acc), _mm256_set1_ps(a.scale)));
     }
@@ -177,10 +191,11 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.v_offset + g * D, kv_stride, first + p0 + j);
+    widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
       std::int64_t d0 = 0;
-      for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<E, kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
-      for (; d0 < D; d0 += 8) add_values<E, 1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+      for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) add_values<Kv::F32, kValueVecs>(rows, n, scores + h * stride + p0, d0, accs + h * D);
+      for (; d0 < D; d0 += 8) add_values<Kv::F32, 1>(rows, n, scores + h * stride + p0, d0, accs + h * D);
     }
   }
   if (part != nullptr) return;

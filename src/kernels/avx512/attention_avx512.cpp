@@ -202,6 +202,17 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const float* q = a.q + (i * a.num_heads + h0) * D;
   const __m512 scale = _mm512_set1_ps(a.scale);
   const std::byte* rows[kBlock];
+  // A 16-bit cache's block of rows, widened once here for all G heads (widening it once per head
+  // cost more than the bytes it saves: docs/perf.md, session 15). fp32 rows are read in place.
+  alignas(64) float wide[kBlock * V * 16];
+  auto widen = [&rows, &wide](std::int64_t n) __attribute__((always_inline)) {
+    if constexpr (E != Kv::F32) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        for (int v = 0; v < V; ++v) _mm512_store_ps(wide + (j * V + v) * 16, load16<E>(rows[j], 16 * v));
+        rows[j] = reinterpret_cast<const std::byte*>(wide + j * V * 16);
+      }
+    }
+  };
 
   // Only split decode prefetches (measured there); prefill's rows are reused from L2 by the next
   // tokens' tasks. `ahead` = `visible` turns the prefetch off.
@@ -212,6 +223,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
     prefetch_rows(keys_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D * kKvElementBytes<E>);
+    widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
       __m512 qv[V];
       for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(q + h * D + 16 * v);
@@ -221,8 +233,8 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
           acc[j] = _mm512_setzero_ps();
           continue;
         }
-        __m512 s = _mm512_mul_ps(qv[0], load16<E>(rows[j], 0));
-        for (int v = 1; v < V; ++v) s = _mm512_fmadd_ps(qv[v], load16<E>(rows[j], 16 * v), s);
+        __m512 s = _mm512_mul_ps(qv[0], load16<Kv::F32>(rows[j], 0));
+        for (int v = 1; v < V; ++v) s = _mm512_fmadd_ps(qv[v], load16<Kv::F32>(rows[j], 16 * v), s);
         acc[j] = s;
       }
       // Unused lanes of the last block land in the row's padding.
@@ -240,6 +252,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
     prefetch_rows(values_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D * kKvElementBytes<E>);
+    widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
       const float* sc = scores + h * stride + p0;
       float* ah = accs + h * D;
@@ -247,7 +260,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
       for (int v = 0; v < V; ++v) acc[v] = _mm512_loadu_ps(ah + 16 * v);
       for (std::int64_t j = 0; j < n; ++j) {
         const __m512 s = _mm512_set1_ps(sc[j]);
-        for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(s, load16<E>(rows[j], 16 * v), acc[v]);
+        for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(s, load16<Kv::F32>(rows[j], 16 * v), acc[v]);
       }
       for (int v = 0; v < V; ++v) _mm512_storeu_ps(ah + 16 * v, acc[v]);
     }
