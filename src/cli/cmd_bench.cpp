@@ -28,6 +28,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -255,6 +256,25 @@ std::int32_t prefill(const CausalLM& model, Sequences& seqs, const std::vector<s
   return argmax({logits.data(), static_cast<std::size_t>(model.vocab_size())}, "prefill");
 }
 
+// The depth's context into sequence 0, kDepthChunk tokens per forward as llama-bench's
+// micro-batches (and serve's --prefill-chunk) go: one forward over thousands of tokens would hold
+// gigabytes of activations that no serving step holds, and the memory line would count them.
+constexpr std::int64_t kDepthChunk = 512;
+void prefill_in_chunks(const CausalLM& model, Sequences& seqs, const std::vector<std::int32_t>& tokens) {
+  seqs.reset();
+  SequenceState& state = seqs.state(0);
+  const auto total = static_cast<std::int64_t>(tokens.size());
+  for (std::int64_t at = 0; at < total; at += kDepthChunk) {
+    SequenceChunk chunk;
+    chunk.tokens = std::span<const std::int32_t>(tokens).subspan(static_cast<std::size_t>(at),
+                                                                  static_cast<std::size_t>(std::min(kDepthChunk, total - at)));
+    chunk.state = &state;
+    chunk.logits = LogitsFor::None;
+    model.forward({&chunk, 1}, {});
+    state.past += static_cast<std::int64_t>(chunk.tokens.size());
+  }
+}
+
 // n decode steps of `batch` sequences from the start; returns the seconds taken.
 double decode(const CausalLM& model, Sequences& seqs, std::int64_t batch, std::int64_t n, std::vector<float>& logits) {
   seqs.reset();
@@ -360,7 +380,7 @@ void bench(BenchArgs& a) {
   double depth_s = 0.0;
   if (a.depth > 0) {  // the context every test starts from (untimed)
     const auto t0 = Clock::now();
-    prefill(*model, seqs, prompt_tokens(a.depth, vocab), logits);
+    prefill_in_chunks(*model, seqs, prompt_tokens(a.depth, vocab));
     seqs.state(0).past = a.depth;
     seqs.set_start();
     depth_s = seconds_since(t0);
@@ -533,7 +553,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-n,--n-gen", a->generate, "Tokens generated per sequence in the decode test tg<n> (0 = skip)")
       ->capture_default_str();
   cmd->add_option("-d,--n-depth", a->depth,
-                  "Tokens already cached in each sequence before every test (llama-bench's -d; prefilled once, untimed)")
+                  "Tokens already cached in each sequence before every test (llama-bench's -d; prefilled once, untimed, 512 tokens per forward)")
       ->capture_default_str();
   cmd->add_option("-t,--threads", a->threads, "Kernel threads (default: FP4SERVE_THREADS or every CPU)");
   cmd->add_option("--batch", a->batch, "Sequences decoding together, comma-separated (e.g. 1,4,16)")->capture_default_str();

@@ -129,6 +129,10 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   // 16-token first prompt + 1); with it the depth is added to each (57 positions: 4 blocks).
   EXPECT_DOUBLE_EQ(flat["memory"]["kv_bytes"].get<double>(), 2 * 32 * kv_per_token);
   EXPECT_DOUBLE_EQ(deep["memory"]["kv_bytes"].get<double>(), 2 * 64 * kv_per_token);
+  // A depth past one 512-token forward is prefilled in several (as llama-bench's micro-batches).
+  const auto deeper = run(" -d 1100");
+  EXPECT_EQ(deeper["tests"][1]["test"], "tg3 @ d1100");
+  EXPECT_DOUBLE_EQ(deeper["kv_bytes_read_per_token_at_depth"].get<double>(), 1100 * kv_per_token);
 
   // A hybrid model's start also holds the linear-attention state, restored before every test
   // (bench fails on non-finite logits, so a state left half-written would show).
