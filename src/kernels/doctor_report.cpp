@@ -193,6 +193,7 @@ std::string doctor_text(const nlohmann::json& j) {
      << v["seed"].get<std::uint64_t>() << ", " << v["seconds"].get<double>() << " s):\n";
   if (!v["injected_faults"].get<std::string>().empty()) os << "  FP4SERVE_INJECT_FAULT=" << v["injected_faults"].get<std::string>() << "\n";
   os << "  int8 activations " << v["int8_policy"].get<std::string>() << "\n";
+  os << "  KV cache " << v["kv_cache_dtype"].get<std::string>() << " (--kv-cache-dtype)\n";
   for (const auto& f : v["families"]) {
     os << "  " << f["family"].get<std::string>() << " -> "
        << (f["chosen"].is_null() ? std::string("(not used)") : f["chosen"].get<std::string>()) << "   [" << f["flag"].get<std::string>()

@@ -213,6 +213,7 @@ std::unique_ptr<KernelSelection> select_kernels(const BackendOptions& options, c
   const auto [int8_allowed, int8_why] = s.int8_policy();
   s.report.int8_activations = int8_allowed;
   s.report.int8_policy = int8_why;
+  s.report.kv_cache_dtype = std::string(kv_dtype_name(options.kv_cache_dtype));
   s.report.injected_faults = fault_text;
 
   for (OpFamily f : kFamilies) {

@@ -45,6 +45,7 @@ nlohmann::json SelectionReport::to_json() const {
   j["semantics"] = semantics;
   j["int8_activations"] = int8_activations;
   j["int8_policy"] = int8_policy;
+  j["kv_cache_dtype"] = kv_cache_dtype;
   j["seed"] = seed;
   j["injected_faults"] = injected_faults;
   j["seconds"] = seconds;
@@ -91,6 +92,7 @@ std::string SelectionReport::to_text() const {
      << std::setprecision(2) << seconds << " s\n";
   if (!injected_faults.empty()) os << "kernels: FP4SERVE_INJECT_FAULT=" << injected_faults << "\n";
   os << "kernels: int8 activations " << int8_policy << "\n";
+  os << "kernels: KV cache " << kv_cache_dtype << " (--kv-cache-dtype)\n";
   for (const auto& f : families) {
     os << "  " << std::left << std::setw(10) << family_name(f.family) << " -> "
        << (f.chosen.empty() ? std::string("(not used by this model)") : f.chosen) << (f.requested == "auto" ? "" : " (requested)") << "\n";

@@ -60,6 +60,7 @@ struct SelectionReport {
   std::string semantics;  // "W4A16" / "W4A4"
   bool int8_activations = false;  // auto may take int8-activation backends
   std::string int8_policy;        // why (or why not), naming the flag that changes it
+  std::string kv_cache_dtype = "f32";  // the cache type attention was validated on (--kv-cache-dtype)
   std::uint64_t seed = 0;
   std::string injected_faults;  // FP4SERVE_INJECT_FAULT as read
   double seconds = 0.0;         // whole selection, data generation included

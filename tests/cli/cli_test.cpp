@@ -186,6 +186,10 @@ TEST_F(Cli, ExactActivationsFlagReachesValidation) {
   }
   auto text = run_cli("doctor" + model);
   EXPECT_NE(text.out.find("int8 activations allowed"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("KV cache f32 (--kv-cache-dtype)"), std::string::npos) << text.out;
+  auto f16 = run_cli("doctor --json --kv-cache-dtype float16" + model);
+  ASSERT_EQ(f16.code, 0) << f16.out;
+  EXPECT_EQ(nlohmann::json::parse(f16.out)["validation"]["kv_cache_dtype"], "f16");
   auto both = run_cli("doctor" + model + " --exact-activations --allow-int8-activations");
   EXPECT_NE(both.code, 0);
   EXPECT_NE(both.out.find("--exact-activations"), std::string::npos) << both.out;
