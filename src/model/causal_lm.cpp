@@ -15,6 +15,12 @@ void CausalLM::set_kv_cache_dtype(DType dtype) {
   kv_cache_dtype_ = dtype;
 }
 
+void CausalLM::check_kv_dtype(const SequenceState& state, std::size_t chunk) const {
+  if (state.kv_dtype != kv_cache_dtype_)
+    fail("forward: chunk ", chunk, ": the state's KV cache holds ", kernels::kv_dtype_name(state.kv_dtype), ", the model writes ",
+         kernels::kv_dtype_name(kv_cache_dtype_));
+}
+
 std::unique_ptr<CausalLM> make_causal_lm(ModelWeights weights, kernels::KernelSet kernel_set,
                                          kernels::Fp4Semantics semantics) {
   const std::string type = weights.config.model_type;

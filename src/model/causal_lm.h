@@ -18,6 +18,7 @@
 
 #include "formats/model_config.h"
 #include "kernels/kernels.h"
+#include "kernels/kv_cache.h"
 
 namespace fp4serve {
 
@@ -36,7 +37,7 @@ struct StateSpec {
     return attention_layers * 2 * block_tokens * kv_row_elements;
   }
   std::int64_t kv_block_bytes(std::int64_t block_tokens) const {
-    return kv_block_elements(block_tokens) * (kv_dtype == DType::F32 ? 4 : 2);
+    return kv_block_elements(block_tokens) * static_cast<std::int64_t>(kernels::kv_element_bytes(kv_dtype));
   }
   // Floats of a sequence's fixed-size (length-independent) state.
   std::int64_t fixed_state_floats() const { return linear_layers * (conv_state_floats + recurrent_state_floats); }
@@ -90,6 +91,11 @@ class CausalLM {
   // Does not advance `past` (the engine does, once the step succeeded). Chunks must belong to
   // distinct sequences. An Error names the chunk and the problem (token id, state size).
   virtual void forward(std::span<const SequenceChunk> chunks, std::span<float> logits) const = 0;
+
+ protected:
+  // An Error naming chunk `chunk` of a forward when its state's cache holds another element type
+  // than the model writes. Builds no message otherwise (forward runs it every step).
+  void check_kv_dtype(const SequenceState& state, std::size_t chunk) const;
 
  private:
   DType kv_cache_dtype_ = DType::F32;

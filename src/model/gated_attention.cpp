@@ -2,9 +2,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kv_cache.h"
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
+#include "model/kv_cache_rows.h"
 #include "model/rms_norm.h"
 #include "model/workspace_pool.h"
 
@@ -58,25 +58,11 @@ void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t
   // Per sequence: write the new keys and values into its paged cache, then attend.
   for (const SequenceRows& s : seqs) {
     const SequenceState& st = *s.state;
-    const std::int64_t B = st.block_tokens;
-    const std::int64_t k_offset = 2 * attention_index * B * kv_row, v_offset = k_offset + B * kv_row;
-    const auto bytes = static_cast<std::int64_t>(kernels::kv_element_bytes(st.kv_dtype));
-    for (std::int64_t t = 0; t < s.m; ++t) {
-      const std::int64_t p = st.past + t;
-      std::byte* block = st.kv_blocks[sz(p / B)];
-      kernels::store_kv_row(block + (k_offset + (p % B) * kv_row) * bytes, st.kv_dtype, k + (s.begin + t) * kv_row, kv_row);
-      kernels::store_kv_row(block + (v_offset + (p % B) * kv_row) * bytes, st.kv_dtype, v + (s.begin + t) * kv_row, kv_row);
-    }
+    store_new_kv(st, attention_index, kv_row, s.m, k + s.begin * kv_row, v + s.begin * kv_row);
     kernels::AttentionArgs args;
     args.q = q + s.begin * Hq * D;
     args.out = attn + s.begin * Hq * D;
-    args.kv_blocks = st.kv_blocks.data();
-    args.kv_dtype = st.kv_dtype;
-    args.block_tokens = B;
-    args.k_offset = k_offset;
-    args.v_offset = v_offset;
-    args.m = s.m;
-    args.past = st.past;
+    point_attention_at_kv(st, attention_index, kv_row, s.m, args);
     args.num_heads = Hq;
     args.num_kv_heads = Hkv;
     args.head_dim = D;

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kv_cache.h"
 #include "kernels/weight_rows.h"
 #include "model/hybrid_layers.h"
 #include "model/hybrid_ops.h"
@@ -127,9 +126,7 @@ void Qwen3_5Model::check_chunks(std::span<const SequenceChunk> chunks, std::span
     if (st.past < 0) fail(who(), ": past ", st.past, " is negative");
     if (attention_layers_ > 0) {
       if (st.block_tokens <= 0) fail(who(), ": block_tokens ", st.block_tokens, " must be positive");
-      if (st.kv_dtype != kv_cache_dtype())
-        fail(who(), ": the state's KV cache holds ", kernels::kv_dtype_name(st.kv_dtype), ", the model writes ",
-             kernels::kv_dtype_name(kv_cache_dtype()));
+      check_kv_dtype(st, i);
       const auto covered = static_cast<std::int64_t>(st.kv_blocks.size()) * st.block_tokens;
       if (covered < st.past + m)
         fail(who(), ": ", st.kv_blocks.size(), " KV blocks of ", st.block_tokens, " tokens hold ", covered,

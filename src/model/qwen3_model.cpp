@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string>
 
-#include "kernels/kv_cache.h"
 #include "kernels/weight_rows.h"
 #include "model/elementwise.h"
+#include "model/kv_cache_rows.h"
 #include "model/rms_norm.h"
 #include "util/error.h"
 
@@ -111,29 +111,12 @@ void Qwen3Model::attention(const DecoderLayerWeights& layer, std::int64_t layer_
   args.scale = static_cast<float>(std::pow(static_cast<double>(D), -0.5));  // self.head_dim**-0.5
   for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
     const SequenceState& st = *chunks[ci].state;
-    const std::int64_t B = st.block_tokens;
-    const std::int64_t k_offset = 2 * layer_index * B * row_floats;
-    const std::int64_t v_offset = (2 * layer_index + 1) * B * row_floats;
     const std::int64_t r0 = s.first_row[ci], m = s.first_row[ci + 1] - r0;
-    // The new keys and values go to their positions' slots in the sequence's blocks, rounded to
-    // the cache's element type.
-    const auto bytes = static_cast<std::int64_t>(kernels::kv_element_bytes(st.kv_dtype));
-    for (std::int64_t t = 0; t < m; ++t) {
-      const std::int64_t p = st.past + t;
-      std::byte* block = st.kv_blocks[sz(p / B)];
-      const std::int64_t slot = (p % B) * row_floats;
-      kernels::store_kv_row(block + (k_offset + slot) * bytes, st.kv_dtype, s.k.data() + (r0 + t) * row_floats, row_floats);
-      kernels::store_kv_row(block + (v_offset + slot) * bytes, st.kv_dtype, s.v.data() + (r0 + t) * row_floats, row_floats);
-    }
+    // The new keys and values go to their positions' slots in the sequence's blocks.
+    store_new_kv(st, layer_index, row_floats, m, s.k.data() + r0 * row_floats, s.v.data() + r0 * row_floats);
     args.q = s.q.data() + r0 * Hq * D;
     args.out = s.attn.data() + r0 * Hq * D;
-    args.kv_blocks = st.kv_blocks.data();
-    args.kv_dtype = st.kv_dtype;
-    args.block_tokens = B;
-    args.k_offset = k_offset;
-    args.v_offset = v_offset;
-    args.m = m;
-    args.past = st.past;
+    point_attention_at_kv(st, layer_index, row_floats, m, args);
     kernels_.attention->run(args);
   }
   linear(s.attn.data(), rows, a.o_proj, out);
@@ -162,9 +145,7 @@ std::int64_t Qwen3Model::validate(std::span<const SequenceChunk> chunks, std::si
     const SequenceState& st = *ch.state;
     if (st.past < 0) fail("forward: chunk ", ci, ": past is ", st.past);
     if (st.block_tokens <= 0) fail("forward: chunk ", ci, ": block_tokens is ", st.block_tokens);
-    if (st.kv_dtype != kv_cache_dtype())
-      fail("forward: chunk ", ci, ": the state's KV cache holds ", kernels::kv_dtype_name(st.kv_dtype),
-           ", the model writes ", kernels::kv_dtype_name(kv_cache_dtype()));
+    check_kv_dtype(st, ci);
     const auto blocks = static_cast<std::int64_t>(st.kv_blocks.size());
     if (st.past + m > blocks * st.block_tokens) {
       fail("forward: chunk ", ci, ": ", m, " new tokens after ", st.past, " cached ones need ",

@@ -51,6 +51,31 @@ TEST_P(RuntimeOracle, GeneratesTransformersGreedyText) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, RuntimeOracle, ::testing::ValuesIn(oracle::cases()),
                          [](const ::testing::TestParamInfo<oracle::Case>& p) { return p.param.label(); });
 
+// --kv-cache-dtype reaches the three places that must agree: the attention backend's validation,
+// the model (what forward writes) and the pool a Session makes from the model's spec (a pool of
+// another type would make forward refuse the state).
+TEST(Runtime, KvCacheDtypeReachesValidationModelAndPool) {
+  const oracle::Case c = oracle::cases().front();
+  RuntimeOptions o = reference_options(c.semantics());
+  Runtime f32 = open_runtime(c.dir(), o);
+  o.backends.kv_cache_dtype = DType::F16;
+  Runtime f16 = open_runtime(c.dir(), o);
+  EXPECT_EQ(f16.model->kv_cache_dtype(), DType::F16);
+  EXPECT_EQ(f16.kernels->report().kv_cache_dtype, "f16");
+  for (const auto& fam : f16.kernels->report().families) {
+    if (fam.family != kernels::OpFamily::Attention) continue;
+    ASSERT_FALSE(fam.shapes.empty());
+    for (const std::string& shape : fam.shapes) EXPECT_NE(shape.find("f16 KV cache"), std::string::npos) << shape;
+  }
+  Session f32_session(*f32.model), f16_session(*f16.model);
+  EXPECT_EQ(2 * f16_session.pool().block_bytes(), f32_session.pool().block_bytes());
+  GenerationRequest req;
+  req.prompt = oracle::load(c).prompt_ids;
+  req.max_new_tokens = 4;
+  req.sampling.temperature = 0.0;
+  EXPECT_EQ(f16_session.generate(req).tokens.size(), 4u);
+}
+
 TEST(Runtime, StopTokensComeFromConfigAndGenerationConfig) {
   testing::TempDir dir;
   oracle::copy_with("moe_bf16_gqa2", dir.path(), [](auto&) {});

@@ -27,6 +27,7 @@
 
 #include "kernels/attention_split.h"
 #include "kernels/isa_kernels.h"
+#include "kernels/kv_cache.h"
 #include "kernels/kv_isa.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
@@ -56,15 +57,14 @@ class RowWalker {
  public:
   RowWalker(const AttentionArgs& a, std::int64_t side_offset, std::int64_t kvh, std::int64_t first = 0)
       : blocks_(a.kv_blocks), block_tokens_(a.block_tokens),
-        stride_(a.num_kv_heads * a.head_dim * element_bytes(a.kv_dtype)),
-        offset_((side_offset + kvh * a.head_dim) * element_bytes(a.kv_dtype)) {
+        stride_(a.num_kv_heads * a.head_dim * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))),
+        offset_((side_offset + kvh * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))) {
     if (first > 0) {
       block_ = first / block_tokens_;
       in_block_ = first % block_tokens_;
       base_ = blocks_[block_++] + offset_;
     }
   }
-  static std::int64_t element_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
   // The next position's row (the first call gives position `first`).
   const std::byte* next() {
     if (in_block_ == block_tokens_ || base_ == nullptr) {
