@@ -348,13 +348,16 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 // Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
 // vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
 // the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
-// Two 32-byte chunks (128 elements, 8 blocks) go together: vphaddw and one vpmaddwd leave one
-// int32 lane per block (exact), so one convert, one multiply by (weight scale x activation scale)
-// and one FMA serve 8 blocks, and one 8-byte load brings their 8 scale codes: ≈ 15 instructions
-// per 32 bytes against ≈ 22 for the per-chunk form this replaced and ≈ 45 for the fp32 decode.
+// Two 32-byte chunks (128 elements, 8 blocks) go together as four quarters whose 4-byte lanes
+// each hold one block (group_quarters: two vshufps per row, shared by the tile's tokens; the
+// activations are stored in the same order). Per token the four products add in int16 and one
+// vpmaddwd leaves one int32 lane per block (exact), so one convert, one multiply by (weight scale
+// x activation scale) and one FMA serve 8 blocks, and one 8-byte load brings their 8 scale codes:
+// ≈ 12 single-uop instructions per token and 128 weights. (Until session 16 the quarters were the
+// chunks' low and high nibbles as loaded, and a vphaddw per token, 4 uops on Zen 3, paired them.)
 //
-// A vpmaddubsw lane is at most 2 * 24 * 127 = 6096 in size; a chunk's even and odd products add,
-// then vphaddw adds neighbours, still in int16 (4 * 6096 < 2^15), before vpmaddwd widens to int32.
+// A vpmaddubsw lane is at most 2 * 24 * 127 = 6096 in size; four of them add in int16
+// (4 * 6096 < 2^15) before vpmaddwd widens to int32.
 //
 // Two precisions share the loop (P = activation parts):
 // * P = 1 (nvfp4_gemm_int8, opt-in class int8-activations): one int8 per element, llama.cpp's
@@ -386,7 +389,7 @@ constexpr Int8Table kInt8Table;
 constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
 constexpr std::int32_t kPartRatio = 254;     // each further part resolves the previous one's step / 254
 
-// vphaddw of the two chunks' per-quarter-block sums leaves block order 0 1 4 5 | 2 3 6 7; every
+// Lane d of a group's quarters holds block kLaneBlock[d] (group_quarters' vshufps order); every
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
 // code kLaneBlock[d] of the 8 (broadcast to both halves) into lane d's low byte.
 constexpr int kLaneBlock[8] = {0, 1, 4, 5, 2, 3, 6, 7};
@@ -407,8 +410,7 @@ constexpr float kInt8Undo = 0x1p56f;             // 1 / (2^64 * 2^-120)
 
 // Activation row i, part p lives at index i * P + p of the code arrays.
 struct QuantizedX {
-  const std::int8_t* lo;     // [m * P][kg / 2]: block b's even elements at 8b .. 8b+7
-  const std::int8_t* hi;     // [m * P][kg / 2]: its odd elements
+  const std::int8_t* codes;  // [m * P][kg]: per group four 32-byte quarters (kQuarterOf, store_block)
   const float* scale;        // [m][kg / 16]: per group, lane d = block kLaneBlock[d]'s step * 2^63 / 254^(P-1)
   const std::int32_t* corr;  // [m][kg / 16]: the same lanes, 12 * the block's combined int sum
 };
@@ -421,14 +423,20 @@ inline std::int32_t hsum_epi32(__m256i a, __m256i b) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xB1)));
 }
 
-// Stores the 16 int32 values q0|q1 (all in -127..127) of block b as int8: evens to lo, odds to hi.
-inline void store_block(__m256i q0, __m256i q1, std::int8_t* lo, std::int8_t* hi) {
+// Stores the 16 int32 values q0|q1 (all in -127..127) of block b % 8 into its group's 128 code
+// bytes, in the order the weights meet them (group_quarters): quarter 0 / 1 hold the block's
+// elements 0..7 at even / odd positions, quarters 2 / 3 elements 8..15, each in the 4 bytes of
+// the block's lane kLaneBlock[b % 8].
+inline void store_block(__m256i q0, __m256i q1, std::int64_t block_in_group, std::int8_t* group) {
   alignas(32) std::int32_t q[16];
   _mm256_store_si256(reinterpret_cast<__m256i*>(q), q0);
   _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8), q1);
-  for (int j = 0; j < 8; ++j) {
-    lo[j] = static_cast<std::int8_t>(q[2 * j]);
-    hi[j] = static_cast<std::int8_t>(q[2 * j + 1]);
+  std::int8_t* lane = group + 4 * kLaneBlock[block_in_group];
+  for (int j = 0; j < 4; ++j) {
+    lane[j] = static_cast<std::int8_t>(q[2 * j]);
+    lane[32 + j] = static_cast<std::int8_t>(q[2 * j + 1]);
+    lane[64 + j] = static_cast<std::int8_t>(q[8 + 2 * j]);
+    lane[96 + j] = static_cast<std::int8_t>(q[8 + 2 * j + 1]);
   }
 }
 
@@ -437,7 +445,7 @@ inline void store_block(__m256i q0, __m256i q1, std::int8_t* lo, std::int8_t* hi
 // expert slice (a scalar loop doubled a slice's time in the MoE benchmark before the reuse).
 // kg is k rounded up to whole groups; blocks past k are zeros (scale 0, correction 0).
 template <int P>
-bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* lo, std::int8_t* hi,
+bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::int8_t* codes,
                 float* scale, std::int32_t* corr) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 finite_max = _mm256_set1_ps(3.4028235e38f);
@@ -445,7 +453,6 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
   float part_scale = kInt8ActivationScale;
   for (int p = 1; p < P; ++p) part_scale /= static_cast<float>(kPartRatio);
   alignas(32) float block[16];
-  const std::int64_t half = kg / 2;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     for (std::int64_t b = 0; b < kg / 16; ++b) {
@@ -474,8 +481,7 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
         const __m256 r0 = _mm256_round_ps(t0, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         const __m256 r1 = _mm256_round_ps(t1, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         const __m256i q0 = _mm256_cvtps_epi32(r0), q1 = _mm256_cvtps_epi32(r1);
-        const std::int64_t row = (i * P + p) * half + b * 8;
-        store_block(q0, q1, lo + row, hi + row);
+        store_block(q0, q1, b % 8, codes + (i * P + p) * kg + b / 8 * kGroup);
         combined = combined * kPartRatio + hsum_epi32(q0, q1);
         t0 = _mm256_mul_ps(_mm256_sub_ps(t0, r0), ratio);
         t1 = _mm256_mul_ps(_mm256_sub_ps(t1, r1), ratio);
@@ -512,15 +518,29 @@ struct Int8Args {
 };
 
 // Per block lane: the exact int32 sum of (2 * E2M1 + 12) * q over the group, for one part.
-__attribute__((always_inline)) inline __m256i part_sums(__m256i w0l, __m256i w0h, __m256i w1l, __m256i w1h,
-                                                        const std::int8_t* xl, const std::int8_t* xh) {
+// Every 4-byte lane of the four quarters belongs to one block, so the products add in int16 and
+// one vpmaddwd widens them: no vphaddw (4 uops on Zen 3) per token.
+__attribute__((always_inline)) inline __m256i part_sums(const __m256i (&w)[4], const std::int8_t* xg) {
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(w0l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl))),
-                                      _mm256_maddubs_epi16(w0h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh))));
-  const __m256i p1 =
-      _mm256_add_epi16(_mm256_maddubs_epi16(w1l, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xl + 32))),
-                       _mm256_maddubs_epi16(w1h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + 32))));
-  return _mm256_madd_epi16(_mm256_hadd_epi16(p0, p1), ones);
+  auto product = [&](int quarter) __attribute__((always_inline)) {
+    return _mm256_maddubs_epi16(w[quarter], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 32 * quarter)));
+  };
+  const __m256i p = _mm256_add_epi16(_mm256_add_epi16(product(0), product(1)), _mm256_add_epi16(product(2), product(3)));
+  return _mm256_madd_epi16(p, ones);
+}
+
+// The group's 64 code bytes (v0, v1) as four quarters of unsigned 2 * E2M1 + 12 weights whose
+// 4-byte lanes each hold one block, in lane order kLaneBlock: dwords 0, 2, 8, 10 | 4, 6, 12, 14
+// (each block's first 8 elements) and 1, 3, 9, 11 | 5, 7, 13, 15 (its last 8), low nibbles then
+// high nibbles. Once per row and group, shared by every token of the tile.
+__attribute__((always_inline)) inline void group_quarters(__m256i v0, __m256i v1, __m256i table, __m256i (&w)[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i first = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), 0x88));
+  const __m256i last = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), 0xDD));
+  w[0] = _mm256_shuffle_epi8(table, _mm256_and_si256(first, low4));
+  w[1] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(first, 4), low4));
+  w[2] = _mm256_shuffle_epi8(table, _mm256_and_si256(last, low4));
+  w[3] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(last, 4), low4));
 }
 
 // Accumulates rows [n0, n0 + R) x activation rows [0, MB) over groups [g0, g1).
@@ -529,10 +549,10 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
                                                         std::int64_t g0, std::int64_t g1, __m256 (&acc)[R][MB]) {
   const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kInt8Table.v));
   const __m256i shuffle = _mm256_load_si256(reinterpret_cast<const __m256i*>(kGroupScaleShuffle.idx));
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ratio = _mm256_set1_epi32(kPartRatio);
+  const __m256i ratio = _mm256_set1_epi32(kPartRatio);
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
-  const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16, half = a.kg / 2, per_group = a.kg / 16;
+  const std::int64_t k = a.k, kg = a.kg, row_bytes = k / 2, row_scales = k / 16, per_group = a.kg / 16;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
   for (std::int64_t g = g0; g < g1; ++g) {
@@ -554,18 +574,14 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
         v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + g * 64 + 32));
         sw = group_scales(scales + (n0 + r) * row_scales + g * 8, 8, kTableScales, a.e4m3, shuffle);
       }
-      const __m256i w0l = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
-      const __m256i w0h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
-      const __m256i w1l = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
-      const __m256i w1h = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
+      __m256i w[4];
+      group_quarters(v0, v1, table, w);
 #pragma GCC unroll 8
       for (int i = 0; i < MB; ++i) {
-        __m256i sum = part_sums(w0l, w0h, w1l, w1h, q.lo + (i * P) * half + g * 64, q.hi + (i * P) * half + g * 64);
+        __m256i sum = part_sums(w, q.codes + (i * P) * kg + g * kGroup);
 #pragma GCC unroll 2
         for (int p = 1; p < P; ++p)  // wraps mod 2^32; the corrected total fits (see above)
-          sum = _mm256_add_epi32(_mm256_mullo_epi32(sum, ratio),
-                                 part_sums(w0l, w0h, w1l, w1h, q.lo + (i * P + p) * half + g * 64,
-                                           q.hi + (i * P + p) * half + g * 64));
+          sum = _mm256_add_epi32(_mm256_mullo_epi32(sum, ratio), part_sums(w, q.codes + (i * P + p) * kg + g * kGroup));
         sum = _mm256_sub_epi32(sum, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.corr + i * per_group + g * 8)));
         const __m256 sa = _mm256_loadu_ps(q.scale + i * per_group + g * 8);
         acc[r][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(sw, sa), acc[r][i]);
@@ -614,11 +630,11 @@ constexpr std::int64_t kTileTokens = 8;
 
 template <int P>
 void int8_tiles(const Int8Args& a, const QuantizedX& q, std::int64_t m, std::int64_t b, std::int64_t e) {
-  const std::int64_t half = a.kg / 2, per_group = a.kg / 16;
+  const std::int64_t per_group = a.kg / 16;
   for_each_int8_tile(
       m, b, e, a.kg * P, a.scales, a.k, kTokenBlockBytes, kRowChunkBytes, kTileTokens,
       [&](std::int64_t i0, std::int64_t tokens, std::int64_t c0, std::int64_t c1, bool table) {
-        const QuantizedX qi{q.lo + i0 * P * half, q.hi + i0 * P * half, q.scale + i0 * per_group, q.corr + i0 * per_group};
+        const QuantizedX qi{q.codes + i0 * P * a.kg, q.scale + i0 * per_group, q.corr + i0 * per_group};
         Int8Args ai = a;
         ai.y = a.y + i0 * a.n;
         for (std::int64_t n0 = c0; n0 < c1; ++n0) {
@@ -635,18 +651,17 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   if (m <= 0 || w.n <= 0) return;
   if (P > 1 && m > kThreePartsMaxM) return nvfp4_gemm(x, m, w, y);  // three parts: no faster than fp32 panels
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
-  const std::size_t codes = static_cast<std::size_t>(m * P * kg / 2), lanes = static_cast<std::size_t>(m * kg / 16);
-  const std::size_t lanes_at = (2 * codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
+  const std::size_t codes = static_cast<std::size_t>(m * P * kg), lanes = static_cast<std::size_t>(m * kg / 16);
+  const std::size_t lanes_at = (codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
   auto* buf = static_cast<std::uint8_t*>(
       thread_scratch(kScratchInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
-  auto* lo = reinterpret_cast<std::int8_t*>(buf);
-  auto* hi = lo + codes;
+  auto* codes8 = reinterpret_cast<std::int8_t*>(buf);
   auto* scale = reinterpret_cast<float*>(buf + lanes_at);
   auto* corr = reinterpret_cast<std::int32_t*>(scale + lanes);
   const bool finite = refresh_int8_memo(tl_int8_memo, buf, x, m, w.k, P, buf + x_at,
-                                        [&] { return quantize_x<P>(x, m, w.k, kg, lo, hi, scale, corr); });
+                                        [&] { return quantize_x<P>(x, m, w.k, kg, codes8, scale, corr); });
   if (!finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
-  const QuantizedX q{lo, hi, scale, corr};
+  const QuantizedX q{codes8, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
