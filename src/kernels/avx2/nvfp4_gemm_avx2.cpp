@@ -410,7 +410,7 @@ constexpr float kInt8Undo = 0x1p56f;             // 1 / (2^64 * 2^-120)
 
 // Activation row i, part p lives at index i * P + p of the code arrays.
 struct QuantizedX {
-  const std::int8_t* codes;  // [m * P][kg]: per group four 32-byte quarters (kQuarterOf, store_block)
+  const std::int8_t* codes;  // [m * P][kg]: per group four 32-byte quarters (group_quarters, store_block)
   const float* scale;        // [m][kg / 16]: per group, lane d = block kLaneBlock[d]'s step * 2^63 / 254^(P-1)
   const std::int32_t* corr;  // [m][kg / 16]: the same lanes, 12 * the block's combined int sum
 };
@@ -651,17 +651,17 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   if (m <= 0 || w.n <= 0) return;
   if (P > 1 && m > kThreePartsMaxM) return nvfp4_gemm(x, m, w, y);  // three parts: no faster than fp32 panels
   const std::int64_t kg = (w.k + kGroup - 1) / kGroup * kGroup;
-  const std::size_t codes = static_cast<std::size_t>(m * P * kg), lanes = static_cast<std::size_t>(m * kg / 16);
-  const std::size_t lanes_at = (codes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
+  const std::size_t code_bytes = static_cast<std::size_t>(m * P * kg), lanes = static_cast<std::size_t>(m * kg / 16);
+  const std::size_t lanes_at = (code_bytes + 63) / 64 * 64, x_at = lanes_at + lanes * (sizeof(float) + sizeof(std::int32_t));
   auto* buf = static_cast<std::uint8_t*>(
       thread_scratch(kScratchInt8Activations, x_at + static_cast<std::size_t>(m * w.k) * sizeof(float)));
-  auto* codes8 = reinterpret_cast<std::int8_t*>(buf);
+  auto* codes = reinterpret_cast<std::int8_t*>(buf);
   auto* scale = reinterpret_cast<float*>(buf + lanes_at);
   auto* corr = reinterpret_cast<std::int32_t*>(scale + lanes);
   const bool finite = refresh_int8_memo(tl_int8_memo, buf, x, m, w.k, P, buf + x_at,
-                                        [&] { return quantize_x<P>(x, m, w.k, kg, codes8, scale, corr); });
+                                        [&] { return quantize_x<P>(x, m, w.k, kg, codes, scale, corr); });
   if (!finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
-  const QuantizedX q{codes8, scale, corr};
+  const QuantizedX q{codes, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
