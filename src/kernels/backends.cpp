@@ -273,6 +273,38 @@ Backend make_amx() {
                      30, Precision::Activations16, fp4, dense, moe);
 }
 
+// Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 16 tokens (decode,
+// batched decode's experts) on the avx512-int8 kernels, from 16 tokens on amx's hi + lo tiles. On
+// a Xeon the int8 GEMV decodes 30b-a3b 1.08-1.12x faster than amx's fp32 one (79 % of the
+// roofline against 68-71 %) and batch 16 1.27x; its 8-token tiles beat amx's narrow tiles and
+// fp32 fallback below 16 tokens (1.3x at m = 6 and 8), tie at 16 and lose 2.6x at 64, where
+// the tiles take over (docs/perf.md, session 17). So its precision class is the int8 one and
+// int8_policy decides, as for avx512-int8; dense weights, the router and attention stay on amx
+// and avx512, which rank below it in no family it lacks.
+Backend make_amx_int8() {
+  static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx::nvfp4_gemm_split, kAmxFromM);
+  static const DenseGemmKernel dense("amx-int8", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
+  static const DenseGemmKernel router_dense("amx-int8", avx512::dense_gemm);
+  static const Fp4GemmKernel router_fp4("amx-int8", avx512::nvfp4_gemm);
+  static const GroupedMoeKernel moe("amx-int8", {&fp4, &dense, &router_fp4, &router_dense}, avx512_vector_math());
+  static const std::vector<CpuFeature> needs = [] {
+    std::vector<CpuFeature> n = amx_needs();
+    n.push_back(CpuFeature::AVX512DQ);
+    n.push_back(CpuFeature::AVX512_VNNI);
+    return n;
+  }();
+  Backend b;
+  b.name = "amx-int8";
+  b.description =
+      "NVFP4 below 16 tokens with activations as int8 per 16-element block (avx512-int8's VNNI kernels), "
+      "from 16 tokens on AMX BF16 tiles with hi + lo activations (amx's)";
+  b.speed_rank = 32;
+  b.needs = needs;
+  b.fp4 = gemm_family(&fp4, Precision::Int8Activations, kAmxFromM, any_gemm);
+  b.moe = moe_family(&moe, Precision::Int8Activations);
+  return b;
+}
+
 // The same tiles with activations rounded to bf16 once: half the tile work, opt-in only
 // (--allow-bf16-activations), since that rounding can flip a greedy token.
 Backend make_amx_bf16() {
@@ -290,7 +322,7 @@ Backend make_amx_bf16() {
 // Fastest first: the registry tries candidates in this order, so speed_rank alone decides it.
 const std::vector<Backend>& compiled_backends() {
   static const std::vector<Backend> all = [] {
-    std::vector<Backend> v = {make_amx_bf16(), make_amx(), make_avx512_int8(), make_avx512_int8x3(), make_avx512(),
+    std::vector<Backend> v = {make_amx_bf16(), make_amx_int8(), make_amx(), make_avx512_int8(), make_avx512_int8x3(), make_avx512(),
                               make_avx2_int8(), make_avx2_int8x3(), make_avx2(), make_reference()};
     std::stable_sort(v.begin(), v.end(), [](const Backend& a, const Backend& b) { return a.speed_rank > b.speed_rank; });
     return v;

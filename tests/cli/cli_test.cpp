@@ -241,12 +241,12 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
   const auto oracle = nlohmann::json::parse(in);
   std::string ids;
   for (const auto& id : oracle["prompt_ids"]) ids += (ids.empty() ? "" : ",") + std::to_string(id.get<int>());
-  // The fixture has input scales, so auto would take an int8-activation backend first where
-  // there is no AMX: those are broken too, so that only fp32-class ones can pass.
-  for (const char* faults : {"amx:zeros,avx512-int8:zeros,avx512-int8x3:zeros,avx512:nan,avx2-int8:nan",
-                             "amx:nan,avx512-int8:nibble-swap,avx512-int8x3:no-block-scale,avx512:nibble-swap,"
+  // The fixture has input scales, so auto would take an int8-activation backend first (amx-int8
+  // on an AMX Xeon): those are broken too, so that only fp32-class ones can pass.
+  for (const char* faults : {"amx:zeros,amx-int8:nan,avx512-int8:zeros,avx512-int8x3:zeros,avx512:nan,avx2-int8:nan",
+                             "amx:nan,amx-int8:nibble-swap,avx512-int8:nibble-swap,avx512-int8x3:no-block-scale,avx512:nibble-swap,"
                              "avx2-int8:no-block-scale,avx2-int8x3:nan,avx2:no-block-scale",
-                             "amx:tail,avx512-int8:tail,avx512-int8x3:tail,avx512:tail,avx2-int8:tail,avx2-int8x3:tail,avx2:tail"}) {
+                             "amx:tail,amx-int8:tail,avx512-int8:tail,avx512-int8x3:tail,avx512:tail,avx2-int8:tail,avx2-int8x3:tail,avx2:tail"}) {
     ::setenv("FP4SERVE_INJECT_FAULT", faults, 1);
     auto r = run_cli("run -q --json -m " + fixture.string() + " --prompt-ids " + ids + " -n 32");
     ::unsetenv("FP4SERVE_INJECT_FAULT");
@@ -270,7 +270,7 @@ TEST_F(Cli, RunWithBrokenBackendsFallsBackAndStillMatchesTheOracle) {
       }
     }
     bool runs_a_broken_one = false;
-    for (const char* name : {"amx", "avx512-int8", "avx512-int8x3", "avx512", "avx2-int8", "avx2-int8x3", "avx2"})
+    for (const char* name : {"amx", "amx-int8", "avx512-int8", "avx512-int8x3", "avx512", "avx2-int8", "avx2-int8x3", "avx2"})
       runs_a_broken_one |= broken.find(std::string(name) + ":") != std::string::npos && cpu_runs_backend(name);
     if (runs_a_broken_one) {
       EXPECT_GT(failed, 0) << faults;

@@ -32,11 +32,13 @@ std::vector<std::string> runnable(OpFamily f) {
 }
 
 // The int8-activation backend auto takes first where it may: the one of the widest instruction
-// set, where no AMX backend ranks above it (an AVX-512 VNNI CPU without AMX; an AVX2-only CPU).
+// set (amx-int8 on an AMX Xeon, avx512-int8 on an AVX-512 VNNI CPU without AMX, avx2-int8 on an
+// AVX2-only CPU).
 const char* int8_backend_auto_takes() {
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
   auto runs = [&](const char* name) { return std::find(fp4.begin(), fp4.end(), name) != fp4.end(); };
-  if (runs("avx512-int8")) return cpu_features().usable(CpuFeature::AMX_TILE) ? nullptr : "avx512-int8";
+  if (runs("amx-int8")) return "amx-int8";
+  if (runs("avx512-int8")) return "avx512-int8";
   if (!cpu_features().usable(CpuFeature::AVX512F) && runs("avx2-int8")) return "avx2-int8";
   return nullptr;
 }
@@ -72,6 +74,7 @@ TEST(Registry, AutoPicksTheFastestRunnableBackend) {
 TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
   BackendOptions o = quiet_options();
   o.allow_bf16_activations = false;
+  o.allow_int8_activations = false;  // else amx-int8 ranks above amx for NVFP4 and MoE
   auto sel = select_kernels(o, builtin_shapes());
   const SelectionReport r = sel->report();
   for (const FamilyReport& fam : r.families) {
@@ -113,7 +116,7 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
   for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe}) {
     const FamilyReport& fam = r.family(f);
     EXPECT_NE(verdict(r, f, fam.chosen).precision, "int8-activations") << family_name(f);
-    for (const char* name : {"avx512-int8", "avx2-int8"}) {
+    for (const char* name : {"amx-int8", "avx512-int8", "avx2-int8"}) {
       const Verdict& v = verdict(r, f, name);
       if (v.status == VerdictStatus::Unsupported) continue;  // not on this CPU
       EXPECT_EQ(v.status, VerdictStatus::NotTried) << name;
@@ -122,7 +125,7 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
   }
   // Named, each one this CPU runs is used. Allowed, auto takes int8_backend_auto_takes().
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
-  for (const char* name : {"avx512-int8", "avx2-int8"}) {
+  for (const char* name : {"amx-int8", "avx512-int8", "avx2-int8"}) {
     if (std::find(fp4.begin(), fp4.end(), name) == fp4.end()) continue;
     BackendOptions named_options = o;
     named_options.fp4_gemm = name;
@@ -133,6 +136,7 @@ TEST(Registry, AutoNeverQuantizesActivationsToInt8UnlessAllowed) {
   const char* expected = int8_backend_auto_takes();
   if (expected != nullptr) {
     BackendOptions allowed = quiet_options();  // allows int8 activations
+    allowed.allow_bf16_activations = false;   // amx-bf16 would rank above amx-int8
     EXPECT_EQ(select_kernels(allowed, builtin_shapes())->report().family(OpFamily::Fp4Gemm).chosen, expected);
   }
 }
@@ -378,7 +382,7 @@ TEST(Registry, AutoQuantizesActivationsToInt8WhereTheCheckpointWasCalibratedFor4
     EXPECT_NE(rep.int8_policy.find(r.named), std::string::npos) << r.what << ": " << rep.int8_policy;
     for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::Moe}) {
       EXPECT_NE(verdict(rep, f, rep.family(f).chosen).precision, "int8-activations") << r.what;
-      for (const char* name : {"avx512-int8", "avx2-int8"}) {
+      for (const char* name : {"amx-int8", "avx512-int8", "avx2-int8"}) {
         const Verdict& v = verdict(rep, f, name);
         if (v.status == VerdictStatus::Unsupported) continue;
         EXPECT_EQ(v.status, VerdictStatus::NotTried) << r.what << " " << name;

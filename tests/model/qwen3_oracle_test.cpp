@@ -180,7 +180,7 @@ TEST(Qwen3OracleFixtures, Int8ActivationsMoveLogitsLessThanTheCalibratedW4A4) {
   const auto w4a16 = kernels::Fp4Semantics::W4A16;
   const double w4a4 = worst_error(c, [](ModelWeights&) {}, kernels::Fp4Semantics::W4A4);
   int checked = 0;
-  for (const char* name : {"avx512-int8", "avx2-int8"}) {
+  for (const char* name : {"amx-int8", "avx512-int8", "avx2-int8"}) {
     const kernels::Backend* b = kernels::find_backend(name);
     if (b == nullptr || !cpu_features().missing(b->needs).empty()) continue;
     kernels::BackendOptions o;
