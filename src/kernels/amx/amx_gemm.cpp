@@ -421,5 +421,6 @@ void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, flo
   }
 }
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, kMaxParts); }
+void nvfp4_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, kMaxParts); }
 
 }  // namespace fp4serve::kernels::amx

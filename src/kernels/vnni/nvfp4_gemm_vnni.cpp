@@ -334,6 +334,32 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
 }  // namespace
 
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<1>(x, m, w, y); }
+
+// The arithmetic of quantize_x<1> (the same step, product and rounding), written back as floats.
+void round_to_int8_blocks(const float* x, std::int64_t m, std::int64_t k, float* out) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
+  for (std::int64_t i = 0; i < m; ++i) {
+    const float* xi = x + i * k;
+    float* oi = out + i * k;
+    bool finite = true;
+    for (std::int64_t b = 0; b * 16 < k && finite; ++b) {
+      const std::int64_t left = k - 16 * b;
+      const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);
+      const __m512 a = _mm512_and_ps(v, abs_mask);
+      if (_mm512_cmp_ps_mask(a, finite_max, _CMP_NLE_UQ) != 0) {
+        finite = false;
+        break;
+      }
+      const float top = _mm512_reduce_max_ps(a);
+      const __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
+      const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      _mm512_mask_storeu_ps(oi + 16 * b, keep, _mm512_mul_ps(r, _mm512_set1_ps(top / 127.0f)));
+    }
+    if (!finite) std::memcpy(oi, xi, static_cast<std::size_t>(k) * sizeof(float));
+  }
+}
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
 
 }  // namespace fp4serve::kernels::vnni
