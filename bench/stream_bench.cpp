@@ -3,15 +3,13 @@
 // call) and as 128- or 512-row slices handed out by one parallel_for (the MoE decode pattern).
 // Best of 3 passes after a warm-up; results in docs/perf.md (session 17).
 //   stream_bench [BACKEND]   (default amx-int8 where it runs, else avx512-int8, avx2-int8)
-#include <sys/mman.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/gemm_wrappers.h"
 #include "kernels/grouped_moe.h"
 #include "util/cpu_features.h"
 #include "util/huge_pages.h"
@@ -21,7 +19,9 @@
 using namespace fp4serve;
 using namespace fp4serve::kernels;
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   const char* name = argc > 1 ? argv[1] : nullptr;
   if (name == nullptr)
     for (const char* candidate : {"amx-int8", "avx512-int8", "avx2-int8"}) {
@@ -43,11 +43,11 @@ int main(int argc, char** argv) {
   }
   const std::int64_t k = 2048, rows = 1536 * 768;
   const std::size_t code_bytes = rows * k / 2, scale_bytes = rows * k / 16;
-  auto* mem = static_cast<std::uint8_t*>(map_for_huge_pages(code_bytes + scale_bytes, PROT_READ | PROT_WRITE,
-                                                             MAP_PRIVATE | MAP_ANONYMOUS, -1));
+  const HugePageBuffer buffer(code_bytes + scale_bytes, "stream_bench weights");
+  auto* mem = static_cast<std::uint8_t*>(buffer.data());
   for (std::size_t i = 0; i < code_bytes; ++i) mem[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
   std::memset(mem + code_bytes, 0x38, scale_bytes);
-  std::vector<float> x(k, 0.5f), y(rows);
+  std::vector<float> x(k), y(rows);
   for (std::int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 17) - 8.0f;
   WeightMatrix w;
   w.kind = SchemeKind::NVFP4;
@@ -57,13 +57,7 @@ int main(int argc, char** argv) {
   w.data = mem;
   w.block_scales = mem + code_bytes;
   const GemmKernel* g = b->fp4.gemm;
-  auto view = [&](std::int64_t r0, std::int64_t r1) {
-    WeightMatrix v = w;
-    v.n = r1 - r0;
-    v.data = w.data + r0 * k / 2;
-    v.block_scales = w.block_scales + r0 * k / 16;
-    return v;
-  };
+  auto view = [&w](std::int64_t r0, std::int64_t r1) { return weight_rows_view(w, r0, r1); };
   const double bytes = static_cast<double>(code_bytes + scale_bytes);
   auto timeit = [&](const char* what, auto&& fn) {
     double best = 1e9;
@@ -98,4 +92,15 @@ int main(int argc, char** argv) {
     });
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // e.g. the 1.3 GiB buffer cannot be mapped
+    std::fprintf(stderr, "stream_bench: %s\n", e.what());
+    return 1;
+  }
 }

@@ -274,28 +274,26 @@ Backend make_amx() {
                      30, Precision::Activations16, fp4, dense, moe);
 }
 
-// Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 16 tokens (decode,
-// batched decode's experts) on the avx512-int8 kernels, from 16 tokens on amx's tiles fed the
-// same int8-rounded activations (amx_tiles_on_int8_grid). On
-// a Xeon the int8 GEMV decodes 30b-a3b 1.08-1.12x faster than amx's fp32 one (79 % of the
-// roofline against 68-71 %) and batch 16 1.27x; its 8-token tiles beat amx's narrow tiles and
-// fp32 fallback below 16 tokens (1.3x at m = 6 and 8), tie at 16 and lose 2.6x at 64, where
-// the tiles take over (docs/perf.md, session 17). So its precision class is the int8 one and
-// int8_policy decides, as for avx512-int8; dense weights, the router and attention stay on amx
-// and avx512, which rank below it in no family it lacks.
 // amx-int8's tiles (m >= 16) run on the activations the int8 kernels quantize, rounded back to
-// floats (q * step: at most 24 significant bits, so three bf16 parts carry each exactly; the
-// decoded weights are exact in bf16 too). A token's result then does not depend on how many
-// tokens share its call: alone (the int8 GEMV) and batched with 15 others (the tiles) it
-// differs by fp32 summation order only. Tiles on the raw activations were 0.7 % off the int8
-// GEMV, and hi + lo on the rounded ones 4e-6: both flipped greedy tokens between 16 streams
-// and each alone (tests/integration/test_concurrency.py).
+// floats (q * step: an fp32, so three bf16 parts carry it exactly; the decoded weights are exact
+// in bf16 too). A token's result then does not depend on how many tokens share its call: alone
+// (the int8 GEMV) and batched with 15 others (the tiles) it differs by fp32 summation order
+// only. Tiles on the raw activations were 0.7 % off the int8 GEMV, and hi + lo on the rounded
+// ones 4e-6: both flipped greedy tokens between 16 streams and each alone
+// (tests/integration/test_concurrency.py). The third part costs prefill about 20 %.
 void amx_tiles_on_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   float* rounded = thread_scratch_as<float>(kScratchInt8Rounded, static_cast<std::size_t>(m * w.k));
   vnni::round_to_int8_blocks(x, m, w.k, rounded);
   amx::nvfp4_gemm_split3(rounded, m, w, y);
 }
 
+// Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 16 tokens (decode,
+// batched decode's experts) on the avx512-int8 kernels, from 16 tokens on amx_tiles_on_int8_grid.
+// On a Xeon the int8 GEMV decodes 30b-a3b 1.08-1.12x faster than amx's fp32 one (79 % of the
+// roofline against 68-71 %); its 8-token tiles beat amx's narrow tiles and fp32 fallback below
+// 16 tokens (1.3x at m = 6 and 8), tie at 16 and lose 2.6x at 64 (docs/perf.md, session 17).
+// Its precision class is the int8 one, so int8_policy decides, as for avx512-int8. It declares
+// no dense or attention family: amx and avx512 cover those.
 Backend make_amx_int8() {
   static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx_tiles_on_int8_grid, kAmxFromM);
   static const DenseGemmKernel dense("amx-int8", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);

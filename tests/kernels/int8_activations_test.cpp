@@ -336,29 +336,30 @@ TEST(Int8Activations, RoundingToTheInt8GridIsTheScalarModel) {
 // A token's output must not depend on how many tokens share the call (a request alone or in a
 // batch, a prompt chunked or not): amx-int8 runs one token on the int8 GEMV and 16 or more on
 // AMX tiles, so the tiles must see the int8 grid's activations. Tiles on the raw activations
-// land ~0.5 % away, which flipped greedy tokens between 16 streams and each alone.
+// land ~0.7 % away, which flipped greedy tokens between 16 streams and each alone.
 TEST(Int8Activations, AmxInt8GivesATokenTheSameResultAloneAndBatched) {
   const Backend* b = runnable_backend("amx-int8");
   if (b == nullptr) GTEST_SKIP() << "no AMX + VNNI here";
   Rng rng(41);
   const std::int64_t n = 80;
-  for (std::int64_t k : {32, 64, 2048})
-  for (std::int64_t m : {16, 17, 33}) {
-    auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
-    auto x = random_activations(rng, m, k);
-    x[3] = 40.0f;
-    std::vector<float> batched(static_cast<std::size_t>(m * n), NAN), alone(static_cast<std::size_t>(n), NAN);
-    std::vector<float> raw_tiles(batched.size(), NAN);
-    b->fp4.gemm->run(x.data(), m, w->w, batched.data(), Fp4Semantics::W4A16);
-    amx::nvfp4_gemm_split(x.data(), m, w->w, raw_tiles.data());
-    double worst = 0.0, worst_raw = 0.0;
-    for (std::int64_t i = 0; i < m; ++i) {
-      b->fp4.gemm->run(x.data() + i * k, 1, w->w, alone.data(), Fp4Semantics::W4A16);
-      worst = std::max(worst, output_error(batched.data() + i * n, alone.data(), 1, n));
-      worst_raw = std::max(worst_raw, output_error(raw_tiles.data() + i * n, alone.data(), 1, n));
+  for (std::int64_t k : {32, 64, 2048}) {
+    for (std::int64_t m : {16, 17, 33}) {
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+      auto x = random_activations(rng, m, k);
+      x[3] = 40.0f;
+      std::vector<float> batched(static_cast<std::size_t>(m * n), NAN), alone(static_cast<std::size_t>(n), NAN);
+      std::vector<float> raw_tiles(batched.size(), NAN);
+      b->fp4.gemm->run(x.data(), m, w->w, batched.data(), Fp4Semantics::W4A16);
+      amx::nvfp4_gemm_split(x.data(), m, w->w, raw_tiles.data());
+      double worst = 0.0, worst_raw = 0.0;
+      for (std::int64_t i = 0; i < m; ++i) {
+        b->fp4.gemm->run(x.data() + i * k, 1, w->w, alone.data(), Fp4Semantics::W4A16);
+        worst = std::max(worst, output_error(batched.data() + i * n, alone.data(), 1, n));
+        worst_raw = std::max(worst_raw, output_error(raw_tiles.data() + i * n, alone.data(), 1, n));
+      }
+      EXPECT_LE(worst, 1e-6) << "k=" << k << " m=" << m;  // hi + lo on the grid: 4.4e-6 (flipped tokens)
+      EXPECT_GT(worst_raw, 1000 * worst) << "k=" << k << " m=" << m << ": the raw tiles should be far off the int8 GEMV";
     }
-    EXPECT_LE(worst, 1e-6) << "k=" << k << " m=" << m;  // hi + lo on the grid: 4.4e-6 (flipped tokens)
-    EXPECT_GT(worst_raw, 1000 * worst) << "k=" << k << " m=" << m << ": the raw tiles should be far off the int8 GEMV";
   }
 }
 

@@ -127,12 +127,32 @@ struct QuantizedX {
 constexpr std::int64_t kTileTokens = 8;
 inline std::int64_t tile_tokens(std::int64_t m) { return m < kTileTokens ? m : kTileTokens; }
 
+// A 16-element block on its int8 grid: x / step with step = block max / 127, before rounding.
+// quantize_x and round_to_int8_blocks share it, so amx-int8's tiles see exactly the values the
+// int8 kernels quantize (a token's result must not depend on which of the two runs it).
+struct GridBlock {
+  __m512 scaled;
+  float step;
+};
+
+// False when the block holds NaN or Inf (NaN compares false, Inf is above the largest finite:
+// either sets a mask bit).
+inline bool to_int8_grid(__m512 v, GridBlock& g) {
+  const __m512 a = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF)));
+  if (_mm512_cmp_ps_mask(a, _mm512_set1_ps(3.4028235e38f), _CMP_NLE_UQ) != 0) return false;
+  const float top = _mm512_reduce_max_ps(a);
+  g.scaled = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
+  g.step = top / 127.0f;
+  return true;
+}
+
+// Round to nearest even, as lrintf.
+inline __m512 round_even(__m512 t) { return _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
 // False when a row holds NaN or Inf (int8 cannot carry them: the caller takes the fp32 path).
 template <int P>
 bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::uint8_t* base) {
   using R = Record<P>;
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
   const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
   const __m128i lane_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.idx));
   const std::int64_t tile = tile_tokens(m), steps = kg / kStep;
@@ -144,16 +164,13 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
       const std::int64_t lane = b % 16;
       const std::int64_t left = k - 16 * b;
       const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);  // zeros past k
-      const __m512 a = _mm512_and_ps(v, abs_mask);
-      // NaN compares false, Inf is above the largest finite: either sets a mask bit.
-      if (_mm512_cmp_ps_mask(a, finite_max, _CMP_NLE_UQ) != 0) return false;
-      const float top = _mm512_reduce_max_ps(a);
-      __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
+      GridBlock g;
+      if (!to_int8_grid(_mm512_maskz_loadu_ps(keep, xi + 16 * b), g)) return false;  // zeros past k
+      __m512 t = g.scaled;
 #pragma GCC unroll 3
       for (int p = 0; p < P; ++p) {
-        // Round to nearest even (as lrintf); the next part takes the residual (exact) times 254.
-        const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        // The next part takes the residual (exact) times 254.
+        const __m512 r = round_even(t);
         const __m512i q = _mm512_cvtps_epi32(r);
         alignas(16) std::int32_t dw[4];
         _mm_store_si128(reinterpret_cast<__m128i*>(dw), _mm_shuffle_epi8(_mm512_cvtepi32_epi8(q), lane_order));
@@ -162,7 +179,7 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
         std::memcpy(rec + R::corr(p) + 4 * lane, &corr, 4);
         t = _mm512_mul_ps(_mm512_sub_ps(t, r), ratio);
       }
-      const float sa = top / 127.0f * kActivationScale;
+      const float sa = g.step * kActivationScale;
       std::memcpy(rec + R::scale + 4 * lane, &sa, 4);
     }
   }
@@ -334,32 +351,23 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
 }  // namespace
 
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<1>(x, m, w, y); }
+void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
 
-// The arithmetic of quantize_x<1> (the same step, product and rounding), written back as floats.
 void round_to_int8_blocks(const float* x, std::int64_t m, std::int64_t k, float* out) {
-  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  const __m512 finite_max = _mm512_set1_ps(3.4028235e38f);
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     float* oi = out + i * k;
-    bool finite = true;
-    for (std::int64_t b = 0; b * 16 < k && finite; ++b) {
+    for (std::int64_t b = 0; b * 16 < k; ++b) {
       const std::int64_t left = k - 16 * b;
       const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      const __m512 v = _mm512_maskz_loadu_ps(keep, xi + 16 * b);
-      const __m512 a = _mm512_and_ps(v, abs_mask);
-      if (_mm512_cmp_ps_mask(a, finite_max, _CMP_NLE_UQ) != 0) {
-        finite = false;
+      GridBlock g;
+      if (!to_int8_grid(_mm512_maskz_loadu_ps(keep, xi + 16 * b), g)) {
+        std::memcpy(oi, xi, static_cast<std::size_t>(k) * sizeof(float));
         break;
       }
-      const float top = _mm512_reduce_max_ps(a);
-      const __m512 t = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
-      const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm512_mask_storeu_ps(oi + 16 * b, keep, _mm512_mul_ps(r, _mm512_set1_ps(top / 127.0f)));
+      _mm512_mask_storeu_ps(oi + 16 * b, keep, _mm512_mul_ps(round_even(g.scaled), _mm512_set1_ps(g.step)));
     }
-    if (!finite) std::memcpy(oi, xi, static_cast<std::size_t>(k) * sizeof(float));
   }
 }
-void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
 
 }  // namespace fp4serve::kernels::vnni
