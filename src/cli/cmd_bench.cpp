@@ -28,6 +28,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -38,6 +39,7 @@
 #include "cli/app.h"
 #include "cli/load_notes.h"
 #include "engine/runtime.h"
+#include "util/cpu_steal.h"
 #include "kernels/cli_options.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
@@ -346,6 +348,9 @@ std::string fixed(double v, int digits) {
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / static_cast<double>(1ull << 30); }
 
+// Above this stolen share a run's figures describe the neighbours as much as the code.
+constexpr double kStealWarning = 0.05;
+
 void bench(BenchArgs& a) {
   check_args(a);
   const std::vector<std::int64_t> batches = parse_batches(a.batch);
@@ -387,6 +392,8 @@ void bench(BenchArgs& a) {
   }
   const std::string at_depth = a.depth > 0 ? " @ d" + std::to_string(a.depth) : "";
 
+  // The timed part: the tests and the bandwidth probe, whose ratio is the roofline fraction.
+  const std::optional<CpuTimes> cpu_before = read_cpu_times();
   std::vector<TestResult> results;
   if (a.prompt > 0) {
     const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
@@ -424,6 +431,9 @@ void bench(BenchArgs& a) {
   BandwidthOptions bw_options;
   bw_options.bytes = a.bandwidth_mib << 20;
   const BandwidthResult bw = measure_read_bandwidth(bw_options);
+  const std::optional<CpuTimes> cpu_after = read_cpu_times();
+  const bool steal_known = cpu_before && cpu_after;
+  const double steal = steal_known ? steal_fraction(*cpu_before, *cpu_after) : 0.0;
   const double roofline_tps = summary.weight_bytes_per_token > 0
                                   ? bw.best_gb_per_s * 1e9 / static_cast<double>(summary.weight_bytes_per_token)
                                   : 0.0;
@@ -478,6 +488,7 @@ void bench(BenchArgs& a) {
     j["roofline"] = {{"decode_tokens_per_s", roofline_tps},
                      {"tg_batch1_fraction", fraction},
                      {"tg_batch1_fraction_of_median_pass", fraction_of_median}};
+    j["cpu_steal_fraction"] = steal_known ? nlohmann::json(steal) : nlohmann::json(nullptr);
     j["memory"] = {{"vm_rss_bytes", rss},
                    {"vm_hwm_bytes", hwm},
                    {"weight_bytes", summary.resident_weight_bytes},
@@ -525,6 +536,13 @@ void bench(BenchArgs& a) {
               << fixed(static_cast<double>(kv_bytes_at_depth) / 1e9, 3)
               << " GB/token of cached keys and values in " << kernels::kv_dtype_name(model->kv_cache_dtype())
               << " (the roofline above counts weights only)\n";
+  if (steal_known) {
+    std::cout << "cpu time stolen by the hypervisor during the tests: " << fixed(100.0 * steal, 1) << "%";
+    if (steal > kStealWarning)
+      std::cout << " (other guests shared these CPUs: the t/s and the bandwidth above are lower than this\n"
+                   "  machine gives when it is not shared; compare only runs with little steal)";
+    std::cout << "\n";
+  }
   std::cout << "start to first token: " << fixed(ttft_s, 2) << " s (load + kernel validation " << fixed(load_s, 2)
             << " s, then a " << kFirstPrompt << "-token prompt)\n";
   std::cout << "memory: VmHWM " << fixed(gib(hwm), 2) << " GiB, VmRSS " << fixed(gib(rss), 2) << " GiB; weights "

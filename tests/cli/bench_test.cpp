@@ -101,6 +101,10 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_GT(j["ttft_s"].get<double>(), j["load_s"].get<double>());
   EXPECT_EQ(j["ttft_prompt_tokens"], 16);
   EXPECT_TRUE(j["kernels"].is_object());
+  // This machine is Linux: the stolen share is read, and is a share.
+  ASSERT_TRUE(j["cpu_steal_fraction"].is_number());
+  EXPECT_GE(j["cpu_steal_fraction"].get<double>(), 0.0);
+  EXPECT_LE(j["cpu_steal_fraction"].get<double>(), 1.0);
 }
 
 TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
