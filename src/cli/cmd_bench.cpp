@@ -39,12 +39,12 @@
 #include "cli/app.h"
 #include "cli/load_notes.h"
 #include "engine/runtime.h"
-#include "util/cpu_steal.h"
 #include "kernels/cli_options.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_summary.h"
 #include "util/cpu_features.h"
+#include "util/cpu_steal.h"
 #include "util/error.h"
 #include "util/huge_pages.h"
 #include "util/median.h"
@@ -348,9 +348,6 @@ std::string fixed(double v, int digits) {
 
 double gib(std::uint64_t b) { return static_cast<double>(b) / static_cast<double>(1ull << 30); }
 
-// Above this stolen share a run's figures describe the neighbours as much as the code.
-constexpr double kStealWarning = 0.05;
-
 void bench(BenchArgs& a) {
   check_args(a);
   const std::vector<std::int64_t> batches = parse_batches(a.batch);
@@ -538,7 +535,7 @@ void bench(BenchArgs& a) {
               << " (the roofline above counts weights only)\n";
   if (steal_known) {
     std::cout << "cpu time stolen by the hypervisor during the tests: " << fixed(100.0 * steal, 1) << "%";
-    if (steal > kStealWarning)
+    if (steal_distorts_figures(steal))
       std::cout << " (other guests shared these CPUs: the t/s and the bandwidth above are lower than this\n"
                    "  machine gives when it is not shared; compare only runs with little steal)";
     std::cout << "\n";

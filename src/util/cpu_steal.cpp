@@ -38,4 +38,6 @@ double steal_fraction(const CpuTimes& before, const CpuTimes& after) {
   return stolen / static_cast<double>(after.total - before.total);
 }
 
+bool steal_distorts_figures(double fraction) { return fraction > 0.05; }
+
 }  // namespace fp4serve

@@ -22,4 +22,7 @@ std::optional<CpuTimes> read_cpu_times();
 // Stolen share of the CPU time between two readings, 0..1; 0 when no time passed.
 double steal_fraction(const CpuTimes& before, const CpuTimes& after);
 
+// Above 5 % stolen, a run's figures describe the neighbours as much as the code: bench warns.
+bool steal_distorts_figures(double fraction);
+
 }  // namespace fp4serve

@@ -30,6 +30,13 @@ TEST(CpuSteal, FractionIsTheStolenShareOfTheElapsedTime) {
   EXPECT_DOUBLE_EQ(steal_fraction(after, before), 0.0);   // counters went backwards
 }
 
+TEST(CpuSteal, OnlyMoreThanFivePercentIsWarnedAbout) {
+  EXPECT_FALSE(steal_distorts_figures(0.0));
+  EXPECT_FALSE(steal_distorts_figures(0.05));
+  EXPECT_TRUE(steal_distorts_figures(0.051));
+  EXPECT_TRUE(steal_distorts_figures(0.33));  // session 18's shared VM
+}
+
 TEST(CpuSteal, ThisMachineCanBeRead) {
   const auto a = read_cpu_times();
   ASSERT_TRUE(a.has_value()) << "/proc/stat has no aggregate cpu line with a steal field";
