@@ -48,6 +48,29 @@ struct Task {
   std::int64_t r0, r1;
 };
 
+const WeightMatrix& task_weights(const MoeLayer& layer, const Task& t) {
+  const MoeExpert& ex = layer.experts[static_cast<std::size_t>(t.expert)];
+  return t.proj == 0 ? ex.gate : t.proj == 1 ? ex.up : ex.down;
+}
+
+// Requests the first 2 KB of a task's rows and their block scales (to L2). A thread's next task
+// is in another tensor, so its GEMM's own prefetch never reaches it: called one task ahead, the
+// first loads of each task no longer wait on memory (in decode they had stalled every 128-row
+// slice: 5 % of a token's time, docs/perf.md, session 19).
+void prefetch_task_start(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
+  constexpr std::int64_t kBytes = 2048;
+  const std::int64_t row_bytes = w.kind == SchemeKind::NVFP4 ? w.k / 2
+                                 : w.kind == SchemeKind::FP8 ? w.k
+                                                             : w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
+  const std::int64_t rows = std::min(r1 - r0, (kBytes + row_bytes - 1) / row_bytes);
+  const char* codes = reinterpret_cast<const char*>(w.data) + r0 * row_bytes;
+  for (std::int64_t off = 0; off < rows * row_bytes; off += 64) __builtin_prefetch(codes + off, 0, 2);
+  if (w.kind == SchemeKind::NVFP4) {
+    const char* scales = reinterpret_cast<const char*>(w.block_scales) + r0 * (w.k / 16);
+    for (std::int64_t off = 0; off < rows * (w.k / 16); off += 64) __builtin_prefetch(scales + off, 0, 2);
+  }
+}
+
 // The driver's bookkeeping, per calling thread; vectors only grow, so once a thread has seen the
 // largest call, a decode step allocates nothing (tests/model/decode_allocation_test.cpp).
 struct Workspace {
@@ -177,9 +200,12 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
   auto run_tasks = [&](const std::vector<Task>& tasks) {
     parallel_for(static_cast<std::int64_t>(tasks.size()), 1, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t ti = b; ti < e; ++ti) {
+        if (ti + 1 < e) {
+          const Task& next = tasks[static_cast<std::size_t>(ti + 1)];
+          prefetch_task_start(task_weights(layer, next), next.r0, next.r1);
+        }
         const Task& t = tasks[static_cast<std::size_t>(ti)];
-        const MoeExpert& ex = layer.experts[static_cast<std::size_t>(t.expert)];
-        const WeightMatrix& w = t.proj == 0 ? ex.gate : t.proj == 1 ? ex.up : ex.down;
+        const WeightMatrix& w = task_weights(layer, t);
         const std::int64_t cnt = count[t.expert], first = offset[t.expert];
         const float* in = t.proj == 2 ? gate + first * inter : xg + first * hidden;
         float* dst = t.proj == 0 ? gate : t.proj == 1 ? up : out;

@@ -79,7 +79,7 @@ TEST(Backends, Nvfp4W4A4MatchesReference) {
 
 TEST(Backends, DenseDtypesMatchReference) {
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
-    for (std::int64_t k : {8, 21, 64, 200}) check_gemm(OpFamily::DenseGemm, SchemeKind::Dense, dt, 13, k, Fp4Semantics::W4A16);
+    for (std::int64_t k : {8, 21, 48, 64, 100, 200}) check_gemm(OpFamily::DenseGemm, SchemeKind::Dense, dt, 13, k, Fp4Semantics::W4A16);
   for (std::int64_t k : {16, 40}) check_gemm(OpFamily::DenseGemm, SchemeKind::FP8, DType::F8_E4M3, 9, k, Fp4Semantics::W4A16);
 }
 

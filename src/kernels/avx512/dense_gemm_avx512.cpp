@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/isa_kernels.h"
+#include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve::kernels::avx512 {
@@ -110,6 +111,64 @@ void rows(const Ctx& c, std::int64_t n0) {
   }
 }
 
+// BF16 decode (m <= kMaxMb): one row at a time, 64-byte loads.
+// A 64-byte load holds 32 weights; shifting each dword left by 16 gives the even elements as
+// fp32, masking its low half the odd ones, so the activations are stored once per call with
+// each 32-element chunk's even elements first (xp). One row after another is one sequential
+// stream per thread, which the hardware prefetcher follows.
+template <int MB>
+void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
+  const std::uint8_t* row = c.data + n * c.k * 2;
+  __m512 even[MB], odd[MB];
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; ++i) even[i] = odd[i] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (std::int64_t kk = 0; kk < k32; kk += 32) {
+    const __m512i h = _mm512_loadu_si512(row + kk * 2);
+    const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(h, high));
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) {
+      even[i] = _mm512_fmadd_ps(lo, _mm512_load_ps(xp + i * k32 + kk), even[i]);
+      odd[i] = _mm512_fmadd_ps(hi, _mm512_load_ps(xp + i * k32 + kk + 16), odd[i]);
+    }
+  }
+  for (std::int64_t kk = k32; kk < c.k; kk += 16) {  // the last 1..31 elements, zero-padded
+    const std::int64_t left = c.k - kk < 16 ? c.k - kk : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+    alignas(64) std::uint8_t buf[64] = {};
+    std::memcpy(buf, row + kk * 2, static_cast<std::size_t>(left * 2));
+    const __m512 w = Bf16::load(buf);
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) even[i] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, c.x + i * c.k + kk), even[i]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MB; ++i) c.y[i * c.n + n] = _mm512_reduce_add_ps(_mm512_add_ps(even[i], odd[i])) * c.scale;
+}
+
+void bf16_stream(const Ctx& c) {
+  const std::int64_t k32 = c.k / 32 * 32;
+  auto* xp = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.m * k32) * sizeof(float)));
+  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+  for (std::int64_t i = 0; i < c.m; ++i)
+    for (std::int64_t kk = 0; kk < k32; kk += 32) {
+      const __m512 a = _mm512_loadu_ps(c.x + i * c.k + kk), b = _mm512_loadu_ps(c.x + i * c.k + kk + 16);
+      _mm512_store_ps(xp + i * k32 + kk, _mm512_permutex2var_ps(a, even_idx, b));
+      _mm512_store_ps(xp + i * k32 + kk + 16, _mm512_permutex2var_ps(a, odd_idx, b));
+    }
+  parallel_for(c.n, 16, [&c, xp, k32](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) {
+      switch (c.m) {
+        case 1: bf16_stream_row<1>(c, xp, k32, n); break;
+        case 2: bf16_stream_row<2>(c, xp, k32, n); break;
+        case 3: bf16_stream_row<3>(c, xp, k32, n); break;
+        default: bf16_stream_row<4>(c, xp, k32, n); break;
+      }
+    }
+  });
+}
+
 template <class L>
 void run(const Ctx& c) {
   parallel_for(c.n, 16, [&c](std::int64_t b, std::int64_t e) {
@@ -126,7 +185,7 @@ void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
   const Ctx c{x, m, w.k, w.n, w.data, w.kind == SchemeKind::FP8 ? w.weight_scale_2 : 1.0f, y};
   if (w.kind == SchemeKind::FP8) return run<Fp8>(c);
   switch (w.dtype) {
-    case DType::BF16: return run<Bf16>(c);
+    case DType::BF16: return c.m <= kMaxMb ? bf16_stream(c) : run<Bf16>(c);
     case DType::F16: return run<F16>(c);
     case DType::F32: return run<F32>(c);
     default: isa_unsupported("avx512 dense GEMM: weight dtype not supported");
