@@ -23,9 +23,9 @@
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each element
 //   within step / (2 * 254^2) = block max * 6.1e-8. The three lane sums are exact integers; they
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
-// m <= 4 (decode) runs R rows x m tokens per loop. For m > 4 (prefill, batched experts) P = 1
-// runs the same loop over 8-token tiles whose codes stay in L1 while a chunk of rows passes under
-// them. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
+// m <= 4 (decode) runs R rows x m tokens per loop (R = 2 up to kTwoRowsMaxM tokens). For m > 4
+// (prefill, batched experts) P = 1 runs the same loop over 8-token tiles whose codes stay in L1
+// while a chunk of rows passes under them. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
 //
 // Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
 // 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
@@ -49,6 +49,10 @@ namespace {
 
 constexpr std::int64_t kStep = 256;      // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
+// Up to three tokens run two rows per loop (each activation load serves both); at four the
+// 2 x 4 accumulators and the two rows' decoded weights spill. With three tokens on two rows a
+// 16-sequence decode step took 0-6 % less time (docs/perf.md, session 19).
+constexpr std::int64_t kTwoRowsMaxM = 3;
 // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
 // plus its decode, which it shares between tokens: per core 1.3x avx512 at m = 1, 1.1-1.3x at
 // m = 2, 0.9x at m = 3 and 0.85x at m = 4 (docs/perf.md, sessions 11 and 12). So calls with one
@@ -341,7 +345,7 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
     std::int64_t n0 = b;
-    if (m <= 2) {
+    if (m <= kTwoRowsMaxM) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
     }
     for (; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);
