@@ -1,5 +1,6 @@
 // Dense (BF16, F16, F32) and FP8-E4M3 weight x fp32 GEMM, AVX-512. Each weight vector is
-// converted to fp32 once and used for up to four activation rows; fp32 FMA accumulation.
+// converted to fp32 once and used for up to four activation rows; fp32 FMA accumulation. BF16
+// with at most four activation rows (decode: the lm_head, the routers) takes its own loop.
 // ISA translation unit: no standard-library templates here (see nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
@@ -17,7 +18,8 @@ namespace {
 constexpr std::int64_t kRows = 4;
 constexpr std::int64_t kMaxMb = 4;
 // Rows 16 KB ahead are prefetched to L2: the BF16 lm_head (0.62 GB of 30b-a3b's 2.2 GB per token)
-// decoded 3-7 % faster with it than with none or with 8 KB to L1 (docs/perf.md, session 4).
+// decoded 3-7 % faster with it than with none or with 8 KB to L1 (docs/perf.md, session 4), when
+// this loop ran it; since session 19 it serves BF16 above four rows and the other types.
 // Prefetches past the last row are harmless: they never fault.
 constexpr std::int64_t kPrefetchL2Bytes = 16384;
 
@@ -115,7 +117,8 @@ void rows(const Ctx& c, std::int64_t n0) {
 // A 64-byte load holds 32 weights; shifting each dword left by 16 gives the even elements as
 // fp32, masking its low half the odd ones, so the activations are stored once per call with
 // each 32-element chunk's even elements first (xp). One row after another is one sequential
-// stream per thread, which the hardware prefetcher follows.
+// stream per thread, which the hardware prefetcher follows: 0.96-1.04x a plain load loop, where
+// the four-row loop below with its L2 prefetch streamed 0.65-0.94x (docs/perf.md, session 19).
 template <int MB>
 void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
   const std::uint8_t* row = c.data + n * c.k * 2;
@@ -148,7 +151,8 @@ void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64
 
 void bf16_stream(const Ctx& c) {
   const std::int64_t k32 = c.k / 32 * 32;
-  auto* xp = static_cast<float*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.m * k32) * sizeof(float)));
+  const auto xp_bytes = static_cast<std::size_t>(c.m * k32) * sizeof(float);
+  auto* xp = static_cast<float*>(thread_scratch(kScratchGemmActivations, xp_bytes));
   const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
   for (std::int64_t i = 0; i < c.m; ++i)

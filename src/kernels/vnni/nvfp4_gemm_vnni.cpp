@@ -25,7 +25,8 @@
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
 // m <= 4 (decode) runs R rows x m tokens per loop (R = 2 up to kTwoRowsMaxM tokens). For m > 4
 // (prefill, batched experts) P = 1 runs the same loop over 8-token tiles whose codes stay in L1
-// while a chunk of rows passes under them. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
+// while a chunk of rows passes under them. P = 3 takes m <= 2: from m = 3 on the exact avx512
+// kernel is faster.
 //
 // Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
 // 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
