@@ -11,17 +11,25 @@
 
 namespace fp4serve::kernels {
 
+namespace {
+
+// Bytes of one row of w's data (codes for NVFP4, whose block scales are k / 16 bytes apart).
+std::int64_t row_bytes(const WeightMatrix& w) {
+  switch (w.kind) {
+    case SchemeKind::NVFP4: return w.k / 2;
+    case SchemeKind::FP8: return w.k;
+    case SchemeKind::Dense: break;
+  }
+  return w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
+}
+
+}  // namespace
+
 WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
   WeightMatrix v = w;
   v.n = r1 - r0;
-  switch (w.kind) {
-    case SchemeKind::NVFP4:
-      v.data = w.data + r0 * (w.k / 2);
-      v.block_scales = w.block_scales + r0 * (w.k / 16);
-      break;
-    case SchemeKind::FP8: v.data = w.data + r0 * w.k; break;
-    case SchemeKind::Dense: v.data = w.data + r0 * w.k * static_cast<std::int64_t>(dtype_size(w.dtype)); break;
-  }
+  v.data = w.data + r0 * row_bytes(w);
+  if (w.kind == SchemeKind::NVFP4) v.block_scales = w.block_scales + r0 * (w.k / 16);
   return v;
 }
 
@@ -59,14 +67,12 @@ const WeightMatrix& task_weights(const MoeLayer& layer, const Task& t) {
 // slice: 5 % of a token's time, docs/perf.md, session 19).
 void prefetch_task_start(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
   constexpr std::int64_t kBytes = 2048;
-  const std::int64_t row_bytes = w.kind == SchemeKind::NVFP4 ? w.k / 2
-                                 : w.kind == SchemeKind::FP8 ? w.k
-                                                             : w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
-  const std::int64_t rows = std::min(r1 - r0, (kBytes + row_bytes - 1) / row_bytes);
-  const char* codes = reinterpret_cast<const char*>(w.data) + r0 * row_bytes;
-  for (std::int64_t off = 0; off < rows * row_bytes; off += 64) __builtin_prefetch(codes + off, 0, 2);
+  const WeightMatrix v = weight_rows_view(w, r0, r1);
+  const std::int64_t bytes = row_bytes(w), rows = std::min(v.n, (kBytes + bytes - 1) / bytes);
+  const char* codes = reinterpret_cast<const char*>(v.data);
+  for (std::int64_t off = 0; off < rows * bytes; off += 64) __builtin_prefetch(codes + off, 0, 2);
   if (w.kind == SchemeKind::NVFP4) {
-    const char* scales = reinterpret_cast<const char*>(w.block_scales) + r0 * (w.k / 16);
+    const char* scales = reinterpret_cast<const char*>(v.block_scales);
     for (std::int64_t off = 0; off < rows * (w.k / 16); off += 64) __builtin_prefetch(scales + off, 0, 2);
   }
 }

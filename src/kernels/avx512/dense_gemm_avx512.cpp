@@ -120,7 +120,7 @@ void rows(const Ctx& c, std::int64_t n0) {
 // stream per thread, which the hardware prefetcher follows: 0.96-1.04x a plain load loop, where
 // the four-row loop below with its L2 prefetch streamed 0.65-0.94x (docs/perf.md, session 19).
 template <int MB>
-void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
+inline void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
   const std::uint8_t* row = c.data + n * c.k * 2;
   __m512 even[MB], odd[MB];
 #pragma GCC unroll 4
@@ -149,6 +149,11 @@ void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64
   for (int i = 0; i < MB; ++i) c.y[i * c.n + n] = _mm512_reduce_add_ps(_mm512_add_ps(even[i], odd[i])) * c.scale;
 }
 
+template <int MB>
+void bf16_stream_rows(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t b, std::int64_t e) {
+  for (std::int64_t n = b; n < e; ++n) bf16_stream_row<MB>(c, xp, k32, n);
+}
+
 void bf16_stream(const Ctx& c) {
   const std::int64_t k32 = c.k / 32 * 32;
   const auto xp_bytes = static_cast<std::size_t>(c.m * k32) * sizeof(float);
@@ -162,13 +167,11 @@ void bf16_stream(const Ctx& c) {
       _mm512_store_ps(xp + i * k32 + kk + 16, _mm512_permutex2var_ps(a, odd_idx, b));
     }
   parallel_for(c.n, 16, [&c, xp, k32](std::int64_t b, std::int64_t e) {
-    for (std::int64_t n = b; n < e; ++n) {
-      switch (c.m) {
-        case 1: bf16_stream_row<1>(c, xp, k32, n); break;
-        case 2: bf16_stream_row<2>(c, xp, k32, n); break;
-        case 3: bf16_stream_row<3>(c, xp, k32, n); break;
-        default: bf16_stream_row<4>(c, xp, k32, n); break;
-      }
+    switch (c.m) {
+      case 1: return bf16_stream_rows<1>(c, xp, k32, b, e);
+      case 2: return bf16_stream_rows<2>(c, xp, k32, b, e);
+      case 3: return bf16_stream_rows<3>(c, xp, k32, b, e);
+      default: return bf16_stream_rows<4>(c, xp, k32, b, e);
     }
   });
 }
