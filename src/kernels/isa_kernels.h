@@ -35,8 +35,9 @@ void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(
 
 namespace vnni {
 // AVX-512 VNNI + VBMI: the avx2 int8 kernels' classes with vpdpbusd (one instruction per 64
-// products) and vpermb. int8: per row for m <= 4, in 8-token tiles for m > 4. int8x3: m <= 2
-// only, avx512::nvfp4_gemm above. Rows with NaN/Inf run avx512::nvfp4_gemm.
+// products) and vpermb. int8: per row for m <= 4, in 8-token tiles for m > 4, and from m = 16
+// whole groups of 16 tokens in the lanes (vnni/nvfp4_gemm_vnni_groups.cpp), the rest in the
+// tiles. int8x3: m <= 2 only, avx512::nvfp4_gemm above. Rows with NaN/Inf run avx512::nvfp4_gemm.
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y);    // int8-activations
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // int8x3-activations
 // Each 16-element block of each row rounded to the grid nvfp4_gemm_int8 quantizes it to

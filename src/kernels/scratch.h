@@ -19,7 +19,8 @@ enum ScratchSlot : int {
   kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
   kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)
   kScratchInt8Rounded = 16,          // amx-int8: activations rounded to the int8 grid for the tiles
-  kScratchSlots = 17,
+  kScratchVnniInt8Groups = 17,       // the VNNI int8 GEMM for m >= 16: its token groups' records
+  kScratchSlots = 18,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

@@ -67,12 +67,14 @@ std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::
 
 // The cases both int8 classes are checked on: k with every kind of tail (part of a chunk, half a
 // group, whole groups), m = 1..4 (decode) and 5, 7, 11 (avx2-int8's 8-token tiles: partial, full + partial),
-// 37 rows (pairs and a single), special (negative, NaN) scales, an outlier of 40 (its block's
+// 16, 29, 45 and 50 (avx512-int8's token groups: one group, a padded second, a pair and a padded
+// third, three groups and two tokens left to the decode loop), 37 rows (pairs and a single; in
+// the groups, passes of 4 rows and shorter ones), special (negative, NaN) scales, an outlier of 40 (its block's
 // other values get coarse steps) and a zero at the end.
 template <class Check>
 void for_each_gemm_case(std::int64_t seed, Check&& check) {
   for (std::int64_t k : {16, 48, 64, 192, 272, 2048})
-    for (std::int64_t m : {1, 2, 3, 4, 5, 7, 11}) {
+    for (std::int64_t m : {1, 2, 3, 4, 5, 7, 11, 16, 29, 45, 50}) {
       Rng rng(static_cast<std::uint64_t>(k * seed + m));
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 37, k);
       auto x = random_activations(rng, m, k);

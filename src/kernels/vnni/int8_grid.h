@@ -1,0 +1,47 @@
+#pragma once
+// The int8 activation grid both VNNI int8 GEMMs quantize to (nvfp4_gemm_vnni.cpp: rows in the
+// lanes, for decode and the 8-token tiles; nvfp4_gemm_vnni_groups.cpp: tokens in the lanes, for
+// m >= 16), and the scale convention they share. A token's result must not depend on which of
+// them runs it, so they round with the same code. Internal linkage only: included by ISA
+// translation units (see src/kernels/check_isa_objects.cmake).
+#include <immintrin.h>
+
+namespace fp4serve::kernels::vnni {
+namespace {
+
+// Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
+// 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
+// is multiplied back by 2^56 once.
+constexpr float kActivationScale = 0x1p63f;  // 0.5 * 2^64
+constexpr float kScaleBitsScale = 0x1p-120f;
+constexpr float kUndo = 0x1p56f;  // 1 / (2^64 * 2^-120)
+
+// 2 * E2M1 of a 4-bit code: the integer weight both GEMMs multiply (the 0.5 is in the activation
+// scale above). vpermb looks it up from 64-byte tables that repeat it every 16 bytes.
+constexpr int doubled_e2m1(int code) {
+  constexpr int mag[8] = {0, 1, 2, 3, 4, 6, 8, 12};
+  return (code & 8) == 0 ? mag[code & 7] : -mag[code & 7];
+}
+
+// A 16-element block on its int8 grid: x / step with step = block max / 127, before rounding.
+struct GridBlock {
+  __m512 scaled;
+  float step;
+};
+
+// False when the block holds NaN or Inf (NaN compares false, Inf is above the largest finite:
+// either sets a mask bit).
+inline bool to_int8_grid(__m512 v, GridBlock& g) {
+  const __m512 a = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF)));
+  if (_mm512_cmp_ps_mask(a, _mm512_set1_ps(3.4028235e38f), _CMP_NLE_UQ) != 0) return false;
+  const float top = _mm512_reduce_max_ps(a);
+  g.scaled = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
+  g.step = top / 127.0f;
+  return true;
+}
+
+// Round to nearest even, as lrintf.
+inline __m512 round_even(__m512 t) { return _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+
+}  // namespace
+}  // namespace fp4serve::kernels::vnni

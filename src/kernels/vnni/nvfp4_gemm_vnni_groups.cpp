@@ -1,0 +1,311 @@
+// NVFP4 x int8-activation GEMM for m >= 16 on AVX-512 VNNI: tokens in the vector lanes.
+//
+// Why a second int8 GEMM: the 8-token tiles of nvfp4_gemm_vnni.cpp keep a row's 16 blocks in the
+// lanes, so every row's decode (two gathers, four lookups) serves only 8 tokens and every
+// (row, token) ends in a horizontal sum. They ran at 11-12 cycles per 256 products, against 6 for
+// their dot-product, multiply and FMA instructions (docs/perf.md, sessions 15 and 20). Here each
+// row is decoded once per block of tokens into int8 in L1, and a 4-byte group of a row's weights
+// is broadcast against 16 tokens' activations: lane t of an accumulator sums token t's products
+// with that row over one 16-element block, so the block scales apply lane-wise and no horizontal
+// sum is left. 4 rows x 2 groups of 16 tokens run per pass: per block 32 vpdpbusd, 8 converts,
+// 8 multiplies and 8 FMAs, all on registers.
+//
+// Activations ("group": 16 tokens; tokens past m are zero): record (group g, block b) is 5 lines
+// of 64 bytes. Line c, byte 4t + j: token t's element 16b + 4c + j as q + 128 (vpdpbusd's
+// unsigned operand; q in [-127, 127] on the grid of int8_grid.h). Line 4: token t's step * 2^63.
+// Weights: w = 2 * E2M1 as signed bytes, so sum((q + 128) w) = sum(q w) + 128 sum(w); each
+// accumulator starts at -128 sum(w) of its row's block, computed when the row is decoded. The
+// sums are exact integers (|lane| < 16 * 255 * 12 + 128 * 192 < 2^16), so the result equals the
+// tiles' up to fp32 rounding of the scaled block sums.
+// ISA translation unit: no standard-library templates here (see avx512/nvfp4_gemm_avx512.cpp).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/lut.h"
+#include "kernels/nvfp4_isa_common.h"
+#include "kernels/scratch.h"
+#include "kernels/vnni/int8_grid.h"
+#include "kernels/vnni/int8_token_groups.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::kernels::vnni {
+
+namespace {
+
+constexpr std::int64_t kGroup = 16;              // tokens per group: one per fp32 lane
+constexpr std::int64_t kRecordBytes = 5 * 64;    // per (group, block)
+constexpr std::int64_t kRows = 4;                // rows per pass (4 x 2 x 2 accumulators fill 16 registers)
+constexpr std::int64_t kPairGroups = 2;          // groups per pass
+// A last partial group with this many tokens runs padded: from about 12 of 16 lanes the group
+// kernel's time for it is below the tiles' for the same tokens.
+constexpr std::int64_t kPaddedMinTokens = 12;
+// Groups whose records stay in L2 while the decoded rows pass over them (each row is decoded once
+// per such block of tokens).
+constexpr std::int64_t kTokenBlockBytes = 256 * 1024;
+
+// 2 * E2M1 for codes 0..15 as signed bytes, four times (vpermb indexes 64 bytes).
+struct SignedTable {
+  alignas(64) std::int8_t v[64];
+  constexpr SignedTable() : v{} {
+    for (int i = 0; i < 64; ++i) v[i] = static_cast<std::int8_t>(doubled_e2m1(i & 15));
+  }
+};
+constexpr SignedTable kSignedTable;
+
+inline std::int64_t blocks_of(std::int64_t k) { return k / 16; }
+// The decode writes 128 codes and 16 scales at a time: rows padded to 256 elements hold both.
+inline std::int64_t padded_k(std::int64_t k) { return (k + 255) / 256 * 256; }
+
+// Quantizes tokens [i0, i1) of the (m + 15) / 16 groups' records (tokens from m on are padding);
+// false on NaN/Inf.
+bool quantize_tokens(const float* x, std::int64_t m, std::int64_t k, std::uint8_t* base, std::int64_t i0,
+                     std::int64_t i1) {
+  const std::int64_t nb = blocks_of(k);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const std::int64_t g = i / kGroup, t = i % kGroup;
+    std::uint8_t* rec = base + g * nb * kRecordBytes;
+    for (std::int64_t b = 0; b < nb; ++b, rec += kRecordBytes) {
+      alignas(16) std::uint8_t q[16];
+      float sa = 0.0f;
+      if (i < m) {
+        GridBlock grid;
+        if (!to_int8_grid(_mm512_loadu_ps(x + i * k + 16 * b), grid)) return false;
+        const __m512i qi = _mm512_cvtps_epi32(round_even(grid.scaled));
+        _mm_store_si128(reinterpret_cast<__m128i*>(q),
+                        _mm_xor_si128(_mm512_cvtepi32_epi8(qi), _mm_set1_epi8(static_cast<char>(0x80))));
+        sa = grid.step * kActivationScale;
+      } else {
+        std::memset(q, 0x80, sizeof q);  // q = 0: a padding token adds nothing and is never stored
+      }
+      for (int c = 0; c < 4; ++c) std::memcpy(rec + 64 * c + 4 * t, q + 4 * c, 4);
+      std::memcpy(rec + 256 + 4 * t, &sa, 4);
+    }
+  }
+  return true;
+}
+
+// All groups, on the pool: quantizing 512 tokens of k = 2048 on one thread took about as long as
+// a tenth of the GEMM it feeds.
+bool quantize_groups(const float* x, std::int64_t m, std::int64_t k, std::uint8_t* base) {
+  int bad = 0;
+  parallel_for((m + kGroup - 1) / kGroup * kGroup, kGroup, [&](std::int64_t i0, std::int64_t i1) {
+    if (!quantize_tokens(x, m, k, base, i0, i1)) __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
+  });
+  return bad == 0;
+}
+
+// Rows decoded for the kernel: kRows rows of padded_k(k) signed codes, and per (row, block) the
+// scale (times 2^-120, as the E4M3 bits shifted) and the accumulator's start, -128 * sum(w).
+struct Panel {
+  std::int8_t* codes;
+  float* scales;
+  std::int32_t* starts;
+  std::int64_t row_codes, row_blocks;  // strides
+};
+
+void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, const float* e4m3, const Panel& p) {
+  const __m512i table = _mm512_load_si512(kSignedTable.v);
+  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  const std::int64_t row_bytes = w.k / 2, nb = blocks_of(w.k);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* src = w.data + (r0 + r) * row_bytes;
+    std::int8_t* codes = p.codes + r * p.row_codes;
+    // Byte j holds elements 2j (low nibble) and 2j + 1: look both up, then interleave. The
+    // unpacks work per 128-bit lane, so their halves are put back in order by the qword permutes.
+    // Block b is bytes 8b..8b+7, so vpsadbw over the sum of both lookups (offset by 24 to be
+    // unsigned) gives each block's sum(w) + 192 in one qword.
+    std::int32_t* starts = p.starts + r * p.row_blocks;
+    for (std::int64_t j = 0; j < row_bytes; j += 64) {
+      const std::int64_t left = row_bytes - j;
+      const __m512i v = _mm512_maskz_loadu_epi8(left >= 64 ? ~0ull : (1ull << left) - 1, src + j);  // code 0 is +0
+      const __m512i lo = _mm512_permutexvar_epi8(v, table), hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
+      const __m512i a = _mm512_unpacklo_epi8(lo, hi), c = _mm512_unpackhi_epi8(lo, hi);
+      _mm512_store_si512(codes + 2 * j, _mm512_permutex2var_epi64(a, first, c));
+      _mm512_store_si512(codes + 2 * j + 64, _mm512_permutex2var_epi64(a, second, c));
+      const __m512i pair = _mm512_add_epi8(_mm512_add_epi8(lo, hi), _mm512_set1_epi8(24));
+      const __m256i sums = _mm512_cvtepi64_epi32(_mm512_sad_epu8(pair, _mm512_setzero_si512()));
+      // -128 * sum(w) = (192 - (sum(w) + 192)) * 128; blocks past k (zero codes) get 0.
+      _mm256_store_si256(reinterpret_cast<__m256i*>(starts + j / 8),
+                         _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(8 * 24), sums), 7));
+    }
+    const std::uint8_t* sc = w.block_scales + (r0 + r) * nb;
+    float* scales = p.scales + r * p.row_blocks;
+    for (std::int64_t b = 0; b < nb; b += 16) {
+      const std::int64_t left = nb - b;
+      const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+      const __m128i v = _mm_maskz_loadu_epi8(keep, sc + b);
+      // A negative or NaN (0x7F) code cannot take the shift into the exponent: read the table.
+      if ((_mm_movepi8_mask(v) | _mm_cmpeq_epi8_mask(v, _mm_set1_epi8(0x7F))) & keep) {
+        for (std::int64_t d = 0; d < 16; ++d) scales[b + d] = d < left ? e4m3[sc[b + d]] * kScaleBitsScale : 0.0f;
+      } else {
+        _mm512_store_ps(scales + b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(v), 20)));
+      }
+    }
+  }
+}
+
+// Requests rows [r0, r0 + rows) and their scales into L2 while the groups run over the rows
+// decoded before them: the decode's loads waited on memory for 65 % of its samples without it.
+void prefetch_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows) {
+  const std::int64_t row_bytes = w.k / 2, nb = blocks_of(w.k);
+  const char* codes = reinterpret_cast<const char*>(w.data + r0 * row_bytes);
+  for (std::int64_t off = 0; off < rows * row_bytes; off += 64) _mm_prefetch(codes + off, _MM_HINT_T1);
+  const char* scales = reinterpret_cast<const char*>(w.block_scales + r0 * nb);
+  for (std::int64_t off = 0; off < rows * nb; off += 64) _mm_prefetch(scales + off, _MM_HINT_T1);
+}
+
+// y rows [r0, r0 + R) for groups [g, g + G): `recs` at group g, groups `group_bytes` apart.
+// `tokens`: how many of the G * 16 lanes are real (the rest is padding, not stored).
+template <int R, int G>
+__attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, const std::uint8_t* recs,
+                                            std::int64_t group_bytes, float out_scale, float* y, std::int64_t n,
+                                            std::int64_t tokens) {
+  __m512 acc[R][G];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
+  const std::int8_t* const codes = p.codes;
+  const std::int64_t row_codes = p.row_codes, row_blocks = p.row_blocks;
+  for (std::int64_t b = 0; b < nb; ++b) {
+    const std::uint8_t* rec = recs + b * kRecordBytes;
+    __m512i s[R][G];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(p.starts[r * row_blocks + b]);
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) s[r][g] = start;
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m512i xq[G];
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g) xq[g] = _mm512_load_si512(rec + g * group_bytes + 64 * c);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        std::int32_t four;
+        std::memcpy(&four, codes + r * row_codes + 16 * b + 4 * c, 4);
+        const __m512i wb = _mm512_set1_epi32(four);
+#pragma GCC unroll 2
+        for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpbusd_epi32(s[r][g], xq[g], wb);
+      }
+    }
+    __m512 sa[G];
+#pragma GCC unroll 2
+    for (int g = 0; g < G; ++g) sa[g] = _mm512_load_ps(rec + g * group_bytes + 256);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m512 sw = _mm512_set1_ps(p.scales[r * row_blocks + b]);
+#pragma GCC unroll 2
+      for (int g = 0; g < G; ++g)
+        acc[r][g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r][g]), _mm512_mul_ps(sa[g], sw), acc[r][g]);
+    }
+  }
+  // Lane t of acc[r][g] is y[16g + t][r]: transpose 4 x 4 pieces so each token's R outputs are
+  // one store (output rows are n floats apart).
+  const __m512 undo = _mm512_set1_ps(out_scale);
+#pragma GCC unroll 2
+  for (int g = 0; g < G; ++g) {
+    alignas(64) float lanes[R][kGroup];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) _mm512_store_ps(lanes[r], _mm512_mul_ps(acc[r][g], undo));
+    const std::int64_t here = tokens - kGroup * g < kGroup ? tokens - kGroup * g : kGroup;
+    float* yg = y + kGroup * g * n;
+    if constexpr (R == 4) {
+      std::int64_t t = 0;
+      for (; t + 4 <= here; t += 4) {
+        __m128 c0 = _mm_load_ps(lanes[0] + t), c1 = _mm_load_ps(lanes[1] + t);
+        __m128 c2 = _mm_load_ps(lanes[2] + t), c3 = _mm_load_ps(lanes[3] + t);
+        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+        _mm_storeu_ps(yg + (t + 0) * n, c0);
+        _mm_storeu_ps(yg + (t + 1) * n, c1);
+        _mm_storeu_ps(yg + (t + 2) * n, c2);
+        _mm_storeu_ps(yg + (t + 3) * n, c3);
+      }
+      for (; t < here; ++t)
+        for (int r = 0; r < R; ++r) yg[t * n + r] = lanes[r][t];
+    } else {
+      for (std::int64_t t = 0; t < here; ++t)
+        for (int r = 0; r < R; ++r) yg[t * n + r] = lanes[r][t];
+    }
+  }
+}
+
+template <int R>
+void group_pass(const Panel& p, std::int64_t nb, const std::uint8_t* recs, std::int64_t group_bytes, float out_scale,
+                float* y, std::int64_t n, std::int64_t groups, std::int64_t tokens) {
+  if (groups >= kPairGroups) return group_kernel<R, 2>(p, nb, recs, group_bytes, out_scale, y, n, tokens);
+  group_kernel<R, 1>(p, nb, recs, group_bytes, out_scale, y, n, tokens);
+}
+
+struct Job {
+  const WeightMatrix* w;
+  const std::uint8_t* recs;
+  std::int64_t m;
+  float* y;
+};
+
+// Rows [b, e) for every token: blocks of groups; in each, every kRows rows are decoded once and
+// run against the block's groups two at a time.
+void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
+  const WeightMatrix& w = *job.w;
+  const std::int64_t nb = blocks_of(w.k), group_bytes = nb * kRecordBytes;
+  const std::int64_t groups = (job.m + kGroup - 1) / kGroup;
+  std::int64_t block = kTokenBlockBytes / group_bytes / kPairGroups * kPairGroups;
+  if (block < kPairGroups) block = kPairGroups;
+  const std::int64_t row_codes = padded_k(w.k), row_blocks = row_codes / 16;
+  auto* mem = static_cast<std::uint8_t*>(
+      thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(kRows * (row_codes + 8 * row_blocks))));
+  const Panel p{reinterpret_cast<std::int8_t*>(mem), reinterpret_cast<float*>(mem + kRows * row_codes),
+                reinterpret_cast<std::int32_t*>(mem + kRows * (row_codes + 4 * row_blocks)), row_codes, row_blocks};
+  const float out_scale = kUndo * w.weight_scale_2;
+  const float* e4m3 = decode_tables().e4m3;
+  for (std::int64_t g0 = 0; g0 < groups; g0 += block) {
+    const std::int64_t g1 = g0 + block < groups ? g0 + block : groups;
+    for (std::int64_t r0 = b; r0 < e; r0 += kRows) {
+      const std::int64_t rows = e - r0 < kRows ? e - r0 : kRows;
+      decode_rows(w, r0, rows, e4m3, p);
+      if (r0 + kRows < e) prefetch_rows(w, r0 + kRows, e - r0 - kRows < kRows ? e - r0 - kRows : kRows);
+      for (std::int64_t g = g0; g < g1; g += kPairGroups) {
+        const std::uint8_t* recs = job.recs + g * group_bytes;
+        float* y = job.y + g * kGroup * w.n + r0;
+        const std::int64_t left = g1 - g, tokens = job.m - g * kGroup;
+        switch (rows) {
+          case 4: group_pass<4>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
+          case 3: group_pass<3>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
+          case 2: group_pass<2>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
+          default: group_pass<1>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
+        }
+      }
+    }
+  }
+}
+
+thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
+
+}  // namespace
+
+std::int64_t token_group_tokens(std::int64_t m) {
+  if (m < kGroup) return 0;
+  const std::int64_t whole = m / kGroup * kGroup;
+  return m - whole >= kPaddedMinTokens ? m : whole;
+}
+
+bool nvfp4_gemm_int8_token_groups(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
+  if (m <= 0 || w.n <= 0) return true;
+  const std::int64_t groups = (m + kGroup - 1) / kGroup;
+  const std::size_t rec_bytes = static_cast<std::size_t>(groups * blocks_of(w.k) * kRecordBytes);
+  auto* recs = static_cast<std::uint8_t*>(
+      thread_scratch(kScratchVnniInt8Groups, rec_bytes + static_cast<std::size_t>(m * w.k) * sizeof(float)));
+  // q, k and v (and an expert's gate and up) take the same activations one call after another.
+  if (!refresh_int8_memo(tl_memo, recs, x, m, w.k, 1, recs + rec_bytes, [&] { return quantize_groups(x, m, w.k, recs); }))
+    return false;
+  const Job job{&w, recs, m, y};
+  // Grain kRows * 4: each range decodes whole passes of rows.
+  parallel_for(w.n, kRows * 4, [&job](std::int64_t b, std::int64_t e) { run_rows(job, b, e); });
+  return true;
+}
+
+}  // namespace fp4serve::kernels::vnni
