@@ -114,7 +114,7 @@ TEST(Int8Activations, NonFiniteActivationsTakeTheExactPath) {
     for (const Backend* b : {f.one, f.three}) {
       Rng rng(3);
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, 9, 64);
-      for (std::int64_t m : {2, 6})  // decode and the prefill tiles
+      for (std::int64_t m : {2, 6, 16})  // decode, the prefill tiles and avx512-int8's token groups
         for (float bad : {NAN, INFINITY}) {
           auto x = random_activations(rng, m, 64);
           x[64 * (m - 1) + 5] = bad;  // last row only

@@ -6,6 +6,8 @@
 // translation units (see src/kernels/check_isa_objects.cmake).
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace fp4serve::kernels::vnni {
 namespace {
 
@@ -24,6 +26,8 @@ constexpr int doubled_e2m1(int code) {
 }
 
 // A 16-element block on its int8 grid: x / step with step = block max / 127, before rounding.
+// The int8 GEMMs and round_to_int8_blocks share it, so amx-int8's tiles see exactly the values the
+// int8 kernels quantize.
 struct GridBlock {
   __m512 scaled;
   float step;
@@ -38,6 +42,18 @@ inline bool to_int8_grid(__m512 v, GridBlock& g) {
   g.scaled = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
   g.step = top / 127.0f;
   return true;
+}
+
+// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p.
+inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3) {
+  if (table) {
+    alignas(64) float s[16] = {};
+    for (int d = 0; d < count; ++d) s[d] = e4m3[p[d]] * kScaleBitsScale;
+    return _mm512_load_ps(s);
+  }
+  const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(codes), 20));
 }
 
 // Round to nearest even, as lrintf.

@@ -26,13 +26,11 @@
 // m <= 4 (decode) runs R rows x m tokens per loop (R = 2 up to kTwoRowsMaxM tokens). For m > 4
 // (prefill, batched experts) P = 1 runs the same loop over 8-token tiles whose codes stay in L1
 // while a chunk of rows passes under them; from 16 tokens, whole groups of 16 go to the
-// token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest to the tiles. P = 3 takes m <= 2: from m = 3 on the exact avx512
-// kernel is faster.
+// token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest to the tiles. P = 3 takes
+// m <= 2: from m = 3 on the exact avx512 kernel is faster.
 //
-// Scales: E4M3 code << 20 read as fp32 is the scale times 2^-120; the activation scale carries
-// 2^63 (0.5 for the doubled E2M1, times 2^64) so that their product is a normal float; the output
-// is multiplied back by 2^56 once. A row group with a negative or NaN (0x7F) scale code reads the
-// E4M3 table instead. Rows with NaN/Inf activations run the exact avx512 kernel.
+// Scales: see int8_grid.h. A row group with a negative or NaN (0x7F) scale code reads the E4M3
+// table instead. Rows with NaN/Inf activations run the exact avx512 kernel.
 // ISA translation unit: no standard-library templates here (see avx512/nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
@@ -163,18 +161,6 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
     }
   }
   return true;
-}
-
-// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p.
-inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3) {
-  if (table) {
-    alignas(64) float s[16] = {};
-    for (int d = 0; d < count; ++d) s[d] = e4m3[p[d]] * kScaleBitsScale;
-    return _mm512_load_ps(s);
-  }
-  const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(codes), 20));
 }
 
 // The operands, as locals of each kernel instance so that its inner loop keeps them in registers.

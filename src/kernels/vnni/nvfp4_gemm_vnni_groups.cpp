@@ -133,27 +133,10 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, cons
     const std::uint8_t* sc = w.block_scales + (r0 + r) * nb;
     float* scales = p.scales + r * p.row_blocks;
     for (std::int64_t b = 0; b < nb; b += 16) {
-      const std::int64_t left = nb - b;
-      const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-      const __m128i v = _mm_maskz_loadu_epi8(keep, sc + b);
-      // A negative or NaN (0x7F) code cannot take the shift into the exponent: read the table.
-      if ((_mm_movepi8_mask(v) | _mm_cmpeq_epi8_mask(v, _mm_set1_epi8(0x7F))) & keep) {
-        for (std::int64_t d = 0; d < 16; ++d) scales[b + d] = d < left ? e4m3[sc[b + d]] * kScaleBitsScale : 0.0f;
-      } else {
-        _mm512_store_ps(scales + b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(v), 20)));
-      }
+      const int count = nb - b < 16 ? static_cast<int>(nb - b) : 16;
+      _mm512_store_ps(scales + b, step_scales(sc + b, count, has_special_scale(sc + b, count), e4m3));
     }
   }
-}
-
-// Requests rows [r0, r0 + rows) and their scales into L2 while the groups run over the rows
-// decoded before them: the decode's loads waited on memory for 65 % of its samples without it.
-void prefetch_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows) {
-  const std::int64_t row_bytes = w.k / 2, nb = blocks_of(w.k);
-  const char* codes = reinterpret_cast<const char*>(w.data + r0 * row_bytes);
-  for (std::int64_t off = 0; off < rows * row_bytes; off += 64) _mm_prefetch(codes + off, _MM_HINT_T1);
-  const char* scales = reinterpret_cast<const char*>(w.block_scales + r0 * nb);
-  for (std::int64_t off = 0; off < rows * nb; off += 64) _mm_prefetch(scales + off, _MM_HINT_T1);
 }
 
 // y rows [r0, r0 + R) for groups [g, g + G): `recs` at group g, groups `group_bytes` apart.
@@ -267,7 +250,9 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
     for (std::int64_t r0 = b; r0 < e; r0 += kRows) {
       const std::int64_t rows = e - r0 < kRows ? e - r0 : kRows;
       decode_rows(w, r0, rows, e4m3, p);
-      if (r0 + kRows < e) prefetch_rows(w, r0 + kRows, e - r0 - kRows < kRows ? e - r0 - kRows : kRows);
+      // The next pass's rows to L2 while the groups run over these: without it the decode's loads
+      // waited on memory for 65 % of its samples.
+      if (r0 + kRows < e) prefetch_rows_start(w.data, w.block_scales, w.k, r0 + kRows, e, 0, kRows * (w.k / 2));
       for (std::int64_t g = g0; g < g1; g += kPairGroups) {
         const std::uint8_t* recs = job.recs + g * group_bytes;
         float* y = job.y + g * kGroup * w.n + r0;
