@@ -2,17 +2,21 @@
 // kernels (avx2/nvfp4_gemm_avx2.cpp) with one instruction where AVX2 needs four.
 //
 // A step is 256 elements of a row: 128 code bytes, 16 blocks of 16, one int32 lane per block.
-// Byte 8b + j of the step holds elements 2j (low nibble) and 2j + 1 (high nibble) of block b.
-// Two two-source byte permutes gather, for lane L = block L, bytes 8L..8L+3 into G0 and
-// 8L+4..8L+7 into G1; then a table lookup of each nibble gives W0..W3, block L's elements
-// {0,2,4,6}, {8,10,12,14} (low nibbles of G0, G1) and {1,3,5,7}, {9,11,13,15} (high nibbles):
+// Byte 8b + j of the step holds elements 2j (low nibble) and 2j + 1 (high nibble) of block b, so
+// qword b of the step's two 64-byte loads V0 (blocks 0-7) and V1 (blocks 8-15) is block b.
+// Lanes pair up blocks q and 8 + q without a byte permute: dword blends and a qword rotate give
+//   G0 = blend(V0, V1)             lane 2q = bytes 0-3 of block q, lane 2q + 1 = bytes 4-7 of block 8 + q
+//   G1 = rotate(blend(V1, V0), 32) lane 2q = bytes 4-7 of block q, lane 2q + 1 = bytes 0-3 of block 8 + q
+// so lane 2q holds block q and lane 2q + 1 block 8 + q ("lane order", below). A table lookup of
+// each nibble then gives W0..W3 (low nibbles of G0, G1, high nibbles of G0, G1):
 //   W0 = vpermb(G0, T), W2 = vpermb(G0 >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
 // (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask).
-// Looking up first and gathering dwords after took four dword permutes where this takes two
-// byte permutes: 3-4 % more per core (docs/perf.md, session 12).
-// Activations are quantized per block to int8 and stored in that order (X0..X3), so
+// Gathering each block's bytes into its lane took two two-source byte permutes, which share
+// Zen 4's shuffle and multiply pipes with the lookups and vpdpbusd; blends run on any ALU pipe
+// and the rotate on the shift pipes (docs/perf.md, session 21).
+// Activations are quantized per block to int8 and stored in that lane order (X0..X3), so
 //   s = vpdpbusd(vpdpbusd(vpdpbusd(vpdpbusd(-corr, W0, X0), W1, X1), W2, X2), W3, X3)
-// leaves in lane L the exact sum over block L minus the offset's 12 * sum(q), which the
+// leaves in each lane the exact sum over its block minus the offset's 12 * sum(q), which the
 // quantization stores negated per block as the accumulator's starting value. One convert, one
 // multiply (weight scale x activation scale) and one FMA finish 16 blocks: per token 7 vector
 // instructions per 256 weights (half-block lanes took 10: their converts and scalings ran twice).
@@ -23,11 +27,11 @@
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each element
 //   within step / (2 * 254^2) = block max * 6.1e-8. The three lane sums are exact integers; they
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
-// m <= 4 (decode) runs R rows x m tokens per loop (R = 2 up to kTwoRowsMaxM tokens). For m > 4
-// (prefill, batched experts) P = 1 runs the same loop over 8-token tiles whose codes stay in L1
-// while a chunk of rows passes under them; from 16 tokens, whole groups of 16 go to the
-// token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest to the tiles. P = 3 takes
-// m <= 2: from m = 3 on the exact avx512 kernel is faster.
+// m <= 4 (decode) runs R rows x m tokens per loop (P = 1: R = 4 for one token, else 2 up to
+// kTwoRowsMaxM tokens). For m > 4 (prefill, batched experts) P = 1 runs the same loop over
+// 8-token tiles whose codes stay in L1 while a chunk of rows passes under them; from 16 tokens,
+// whole groups of 16 go to the token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest
+// to the tiles. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
 //
 // Scales: see int8_grid.h. A row group with a negative or NaN (0x7F) scale code reads the E4M3
 // table instead. Rows with NaN/Inf activations run the exact avx512 kernel.
@@ -55,6 +59,11 @@ constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
 // 2 x 4 accumulators and the two rows' decoded weights spill. With three tokens on two rows a
 // 16-sequence decode step took 0-6 % less time (docs/perf.md, session 19).
 constexpr std::int64_t kTwoRowsMaxM = 3;
+// One token runs four rows per loop: its six activation lines serve four rows' decodes, and the
+// per-call setup and horizontal sums cover twice the rows. Decode steps 0.7-5.4 % shorter,
+// alternated step by step (docs/perf.md, session 21). Three parts (int8x3) keep two rows (four
+// were not measured there).
+constexpr std::int64_t kFourRowsMaxM = 1;
 // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
 // plus its decode, which it shares between tokens: per core 1.3x avx512 at m = 1, 1.1-1.3x at
 // m = 2, 0.9x at m = 3 and 0.85x at m = 4 (docs/perf.md, sessions 11 and 12). So calls with one
@@ -75,31 +84,52 @@ struct WeightTable {
 };
 constexpr WeightTable kWeightTable;
 
-// A block's 16 int8 codes in the order of W0..W3: dword c holds the elements lane L of Wc meets.
+// Lane L of a step holds block q = L / 2 (even L) or 8 + L / 2 (odd L); see the header.
+constexpr std::int64_t block_of_lane(std::int64_t lane) { return lane % 2 == 0 ? lane / 2 : 8 + lane / 2; }
+constexpr std::int64_t lane_of_block(std::int64_t block) { return block < 8 ? 2 * block : 2 * (block - 8) + 1; }
+
+// A block's 16 int8 codes in the order of W0..W3: dword c holds the elements its lane of Wc
+// meets. Even lanes see bytes 0-3 of their block in G0 and bytes 4-7 in G1, odd lanes the
+// reverse.
 struct LaneOrder {
-  alignas(16) std::int8_t idx[16];
-  constexpr LaneOrder() : idx{} {
-    constexpr int order[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
-    for (int i = 0; i < 16; ++i) idx[i] = static_cast<std::int8_t>(order[i]);
+  alignas(16) std::int8_t even[16];
+  alignas(16) std::int8_t odd[16];
+  constexpr LaneOrder() : even{}, odd{} {
+    constexpr int e[16] = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+    constexpr int o[16] = {8, 10, 12, 14, 0, 2, 4, 6, 9, 11, 13, 15, 1, 3, 5, 7};
+    for (int i = 0; i < 16; ++i) {
+      even[i] = static_cast<std::int8_t>(e[i]);
+      odd[i] = static_cast<std::int8_t>(o[i]);
+    }
   }
 };
 constexpr LaneOrder kLaneOrder;
 
-// vpermt2b indices over the step's 128 code bytes: byte 4L + j of the first gather is byte
-// 8L + j (block L's elements {0,2,4,6} in its low nibbles, {1,3,5,7} in its high ones), of the
-// second byte 8L + 4 + j (elements {8,10,12,14} and {9,11,13,15}).
-struct BlockBytes {
-  alignas(64) std::uint8_t first[64];
-  alignas(64) std::uint8_t second[64];
-  constexpr BlockBytes() : first{}, second{} {
-    for (int l = 0; l < 16; ++l)
-      for (int j = 0; j < 4; ++j) {
-        first[4 * l + j] = static_cast<std::uint8_t>(8 * l + j);
-        second[4 * l + j] = static_cast<std::uint8_t>(8 * l + 4 + j);
-      }
+// vpermb indices that put scale byte block_of_lane(L) into byte 0 of dword L (the other bytes
+// are zeroed by the mask kScaleBytes).
+struct ScaleLanes {
+  alignas(64) std::uint8_t idx[64];
+  constexpr ScaleLanes() : idx{} {
+    for (int l = 0; l < 16; ++l) idx[4 * l] = static_cast<std::uint8_t>(block_of_lane(l));
   }
 };
-constexpr BlockBytes kBlockBytes;
+constexpr ScaleLanes kScaleLanes;
+constexpr __mmask64 kScaleBytes = 0x1111111111111111ull;
+
+// Lane L = the scale of block block_of_lane(L) of the step times 2^-120, from `count` (1..16)
+// codes at p; lanes of missing blocks get +0 (step_scales in int8_grid.h, in lane order).
+inline __m512 lane_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m512i lanes) {
+  if (table) {
+    alignas(64) float s[16] = {};
+    for (int l = 0; l < 16; ++l)
+      if (block_of_lane(l) < count) s[l] = e4m3[p[block_of_lane(l)]] * kScaleBitsScale;
+    return _mm512_load_ps(s);
+  }
+  const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                                    : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
+  const __m512i bytes = _mm512_maskz_permutexvar_epi8(kScaleBytes, lanes, _mm512_castsi128_si512(codes));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(bytes, 20));
+}
 
 // Quantized activations, one record of 64-byte lines per (step, token). Tokens go in tiles of
 // T = min(m, 8) (the kernels' token tiles); within a tile the records of one step lie side by
@@ -108,7 +138,7 @@ constexpr BlockBytes kBlockBytes;
 // and spilled addresses), and a tile's codes are contiguous in L1 (a stride of m records per
 // step made them conflict there: the 8-token tiles ran 0.8x).
 // Lines 4p + c: part p's codes in the order of Wc; line 4P + p: part p's corrections (lane L =
-// -12 * the sum of block L's codes); line 5P: the activation scales (lane L = block L's step
+// -12 * the sum of its block's codes); line 5P: the activation scales (lane L = its block's step
 // * 2^63).
 template <int P>
 struct Record {
@@ -131,14 +161,16 @@ template <int P>
 bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg, std::uint8_t* base) {
   using R = Record<P>;
   const __m512 ratio = _mm512_set1_ps(static_cast<float>(kPartRatio));
-  const __m128i lane_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.idx));
+  const __m128i even_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.even));
+  const __m128i odd_order = _mm_load_si128(reinterpret_cast<const __m128i*>(kLaneOrder.odd));
   const std::int64_t tile = tile_tokens(m), steps = kg / kStep;
   for (std::int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     std::uint8_t* tile_base = base + (i / tile) * steps * tile * R::kBytes + (i % tile) * R::kBytes;
     for (std::int64_t b = 0; b < kg / 16; ++b) {
       std::uint8_t* rec = tile_base + (b / 16) * tile * R::kBytes;
-      const std::int64_t lane = b % 16;
+      const std::int64_t lane = lane_of_block(b % 16);
+      const __m128i lane_order = lane % 2 == 0 ? even_order : odd_order;
       const std::int64_t left = k - 16 * b;
       const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
       GridBlock g;
@@ -179,7 +211,7 @@ struct Args {
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
-  const __m512i first = _mm512_load_si512(kBlockBytes.first), second = _mm512_load_si512(kBlockBytes.second);
+  const __m512i scale_lanes = _mm512_load_si512(kScaleLanes.idx);
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
@@ -207,7 +239,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         const std::int64_t bytes = row_bytes - g * 128;  // 8..120
         v0 = _mm512_maskz_loadu_epi8(bytes >= 64 ? ~0ull : (1ull << bytes) - 1, row);  // code 0 is +0
         v1 = bytes > 64 ? _mm512_maskz_loadu_epi8((1ull << (bytes - 64)) - 1, row + 64) : _mm512_setzero_si512();
-        sw = step_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3);
+        sw = lane_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3, scale_lanes);
       } else {
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
@@ -218,10 +250,11 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         if ((g & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_rows * row_scales), _MM_HINT_T0);
         v0 = _mm512_loadu_si512(row);
         v1 = _mm512_loadu_si512(row + 64);
-        sw = step_scales(sp, 16, kTableScales, a.e4m3);
+        sw = lane_scales(sp, 16, kTableScales, a.e4m3, scale_lanes);
       }
-      // Gather each block's bytes into its lane, then look up both nibbles of each byte.
-      const __m512i g0 = _mm512_permutex2var_epi8(v0, first, v1), g1 = _mm512_permutex2var_epi8(v0, second, v1);
+      // Pair blocks q and 8 + q in lanes 2q, 2q + 1, then look up both nibbles of each byte.
+      const __m512i g0 = _mm512_mask_blend_epi32(0xAAAA, v0, v1);
+      const __m512i g1 = _mm512_rol_epi64(_mm512_mask_blend_epi32(0xAAAA, v1, v0), 32);
       const __m512i w0 = _mm512_permutexvar_epi8(g0, table), w2 = _mm512_permutexvar_epi8(_mm512_srli_epi16(g0, 4), table);
       const __m512i w1 = _mm512_permutexvar_epi8(g1, table), w3 = _mm512_permutexvar_epi8(_mm512_srli_epi16(g1, 4), table);
 #pragma GCC unroll 8
@@ -317,6 +350,10 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
     std::int64_t n0 = b;
+    if constexpr (P == 1) {
+      if (m <= kFourRowsMaxM)
+        for (; n0 + 4 <= e; n0 += 4) int8_rows<P, 4>(a, q, m, n0);
+    }
     if (m <= kTwoRowsMaxM) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
     }
