@@ -220,7 +220,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
   using Rec = Record<P>;
   const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
   const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
-  const std::int64_t ahead_rows = ahead / row_bytes;
+  const std::int64_t ahead_rows = ahead / row_bytes, ahead_l2_rows = ahead_l2 / row_bytes;
   __m512 acc[R][MB];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -245,9 +245,15 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead_l2 + 64), _MM_HINT_T1);
-        // The scales of the rows the codes prefetch reaches: four steps share a line. Without
-        // it has_special_scale's first read of each row pair stalled (6 % of decode samples).
-        if ((g & 3) == 0) _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_rows * row_scales), _MM_HINT_T0);
+        // The scales of the rows the codes prefetches reach: four steps share a line. Without
+        // the L1 one has_special_scale's first read of each row group stalled (6 % of decode
+        // samples); with it alone, 4 KB ahead was too close to hide memory's latency in fast
+        // spells (the stall was 4.7 % of samples; decode steps 2-4.5 % shorter with the L2 one,
+        // docs/perf.md, session 21).
+        if ((g & 3) == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_rows * row_scales), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(sp + ahead_l2_rows * row_scales), _MM_HINT_T1);
+        }
         v0 = _mm512_loadu_si512(row);
         v1 = _mm512_loadu_si512(row + 64);
         sw = lane_scales(sp, 16, kTableScales, a.e4m3, scale_lanes);
