@@ -142,4 +142,6 @@ ThreadPool& global_thread_pool() {
   return pool;
 }
 
+int global_thread_count() { return global_thread_pool().size(); }
+
 }  // namespace fp4serve

@@ -66,6 +66,10 @@ class ThreadPool {
 // process may run on.
 ThreadPool& global_thread_pool();
 
+// global_thread_pool().size(), out of line: kernels compiled with ISA flags call this, since an
+// inline member instantiated there would be a weak symbol (src/kernels/check_isa_objects.cmake).
+int global_thread_count();
+
 template <class F>
 void parallel_for(std::int64_t count, std::int64_t grain, F&& fn) {
   global_thread_pool().parallel_for(count, grain, std::forward<F>(fn));

@@ -354,7 +354,7 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   // fresh stream, waiting on memory, and each one's prefetches ran past its end into rows another
   // thread reads; k and v (512 rows each on 30b-a3b) took several each. Decode steps 0.9-5.3 %
   // shorter, alternated step by step (docs/perf.md, session 21).
-  const std::int64_t per_thread = (w.n / global_thread_pool().size() + 15) / 16 * 16;
+  const std::int64_t per_thread = (w.n / global_thread_count() + 15) / 16 * 16;
   const std::int64_t grain = m <= kMaxDecodeM && per_thread > 16 ? per_thread : 16;
   parallel_for(w.n, grain, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
