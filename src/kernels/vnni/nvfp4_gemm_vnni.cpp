@@ -27,7 +27,7 @@
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each element
 //   within step / (2 * 254^2) = block max * 6.1e-8. The three lane sums are exact integers; they
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
-// m <= 4 (decode) runs R rows x m tokens per loop (P = 1: R = 4 for one token, else 2 up to
+// m <= 4 (decode) runs R rows x m tokens per loop (R = 4 for one token, else 2 up to
 // kTwoRowsMaxM tokens). For m > 4 (prefill, batched experts) P = 1 runs the same loop over
 // 8-token tiles whose codes stay in L1 while a chunk of rows passes under them; from 16 tokens,
 // whole groups of 16 go to the token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest
@@ -60,9 +60,9 @@ constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
 // 16-sequence decode step took 0-6 % less time (docs/perf.md, session 19).
 constexpr std::int64_t kTwoRowsMaxM = 3;
 // One token runs four rows per loop: its six activation lines serve four rows' decodes, and the
-// per-call setup and horizontal sums cover twice the rows. Decode steps 0.7-5.4 % shorter,
-// alternated step by step (docs/perf.md, session 21). Three parts (int8x3) keep two rows (four
-// were not measured there).
+// per-call setup and horizontal sums cover twice the rows. Decode steps 0.7-5.4 % shorter with
+// int8 and 2.6-15 % with three parts (int8x3, `--exact-activations`), alternated step by step
+// (docs/perf.md, session 21).
 constexpr std::int64_t kFourRowsMaxM = 1;
 // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
 // plus its decode, which it shares between tokens: per core 1.3x avx512 at m = 1, 1.1-1.3x at
@@ -362,9 +362,8 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
     std::int64_t n0 = b;
-    if constexpr (P == 1) {
-      if (m <= kFourRowsMaxM)
-        for (; n0 + 4 <= e; n0 += 4) int8_rows<P, 4>(a, q, m, n0);
+    if (m <= kFourRowsMaxM) {
+      for (; n0 + 4 <= e; n0 += 4) int8_rows<P, 4>(a, q, m, n0);
     }
     if (m <= kTwoRowsMaxM) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
