@@ -44,16 +44,40 @@ inline bool to_int8_grid(__m512 v, GridBlock& g) {
   return true;
 }
 
-// Lane L = the scale of block L of the step times 2^-120, from `count` (1..16) codes at p.
+// The decode loop's lane order (nvfp4_gemm_vnni.cpp): lane 2q holds block q of a step, lane
+// 2q + 1 block 8 + q, as two dword blends of the step's two 64-byte loads leave them.
+constexpr int paired_block(int lane) { return lane % 2 == 0 ? lane / 2 : 8 + lane / 2; }
+
+// vpermb indices that put scale byte paired_block(L) into byte 0 of dword L (the mask
+// kDwordLowBytes zeroes the other bytes).
+struct PairedScaleIndex {
+  alignas(64) std::uint8_t idx[64];
+  constexpr PairedScaleIndex() : idx{} {
+    for (int l = 0; l < 16; ++l) idx[4 * l] = static_cast<std::uint8_t>(paired_block(l));
+  }
+};
+constexpr PairedScaleIndex kPairedScaleIndex;
+constexpr __mmask64 kDwordLowBytes = 0x1111111111111111ull;
+
+// Lane L = the scale of block L of the step (kPaired: of block paired_block(L)) times 2^-120,
+// from `count` (1..16) codes at p; lanes of missing blocks get +0. One widening either way: a
+// vpmovzxbd, or for the paired order a masked vpermb.
+template <bool kPaired>
 inline __m512 step_scales(const std::uint8_t* p, int count, bool table, const float* e4m3) {
   if (table) {
     alignas(64) float s[16] = {};
-    for (int d = 0; d < count; ++d) s[d] = e4m3[p[d]] * kScaleBitsScale;
+    for (int l = 0; l < 16; ++l) {
+      const int b = kPaired ? paired_block(l) : l;
+      if (b < count) s[l] = e4m3[p[b]] * kScaleBitsScale;
+    }
     return _mm512_load_ps(s);
   }
   const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
                                     : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(codes), 20));
+  const __m512i wide = kPaired ? _mm512_maskz_permutexvar_epi8(kDwordLowBytes, _mm512_load_si512(kPairedScaleIndex.idx),
+                                                               _mm512_castsi128_si512(codes))
+                               : _mm512_cvtepu8_epi32(codes);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 20));
 }
 
 // Round to nearest even, as lrintf.

@@ -7,8 +7,8 @@
 // Lanes pair up blocks q and 8 + q without a byte permute: dword blends and a qword rotate give
 //   G0 = blend(V0, V1)             lane 2q = bytes 0-3 of block q, lane 2q + 1 = bytes 4-7 of block 8 + q
 //   G1 = rotate(blend(V1, V0), 32) lane 2q = bytes 4-7 of block q, lane 2q + 1 = bytes 0-3 of block 8 + q
-// so lane 2q holds block q and lane 2q + 1 block 8 + q ("lane order", below). A table lookup of
-// each nibble then gives W0..W3 (low nibbles of G0, G1, high nibbles of G0, G1):
+// so lane 2q holds block q and lane 2q + 1 block 8 + q (paired_block, int8_grid.h). A table
+// lookup of each nibble then gives W0..W3 (low nibbles of G0, G1, high nibbles of G0, G1):
 //   W0 = vpermb(G0, T), W2 = vpermb(G0 >> 4, T)   T[c] = 2 * E2M1(c & 15) + 12, unsigned 0..24
 // (vpermb reads the low 6 bits of each index; T repeats every 16, so neither needs a mask).
 // Gathering each block's bytes into its lane took two two-source byte permutes, which share
@@ -84,8 +84,7 @@ struct WeightTable {
 };
 constexpr WeightTable kWeightTable;
 
-// Lane L of a step holds block q = L / 2 (even L) or 8 + L / 2 (odd L); see the header.
-constexpr std::int64_t block_of_lane(std::int64_t lane) { return lane % 2 == 0 ? lane / 2 : 8 + lane / 2; }
+// The lane of block b of a step in the loop's order (paired_block in int8_grid.h is its inverse).
 constexpr std::int64_t lane_of_block(std::int64_t block) { return block < 8 ? 2 * block : 2 * (block - 8) + 1; }
 
 // A block's 16 int8 codes in the order of W0..W3: dword c holds the elements its lane of Wc
@@ -104,32 +103,6 @@ struct LaneOrder {
   }
 };
 constexpr LaneOrder kLaneOrder;
-
-// vpermb indices that put scale byte block_of_lane(L) into byte 0 of dword L (the other bytes
-// are zeroed by the mask kScaleBytes).
-struct ScaleLanes {
-  alignas(64) std::uint8_t idx[64];
-  constexpr ScaleLanes() : idx{} {
-    for (int l = 0; l < 16; ++l) idx[4 * l] = static_cast<std::uint8_t>(block_of_lane(l));
-  }
-};
-constexpr ScaleLanes kScaleLanes;
-constexpr __mmask64 kScaleBytes = 0x1111111111111111ull;
-
-// Lane L = the scale of block block_of_lane(L) of the step times 2^-120, from `count` (1..16)
-// codes at p; lanes of missing blocks get +0 (step_scales in int8_grid.h, in lane order).
-inline __m512 lane_scales(const std::uint8_t* p, int count, bool table, const float* e4m3, __m512i lanes) {
-  if (table) {
-    alignas(64) float s[16] = {};
-    for (int l = 0; l < 16; ++l)
-      if (block_of_lane(l) < count) s[l] = e4m3[p[block_of_lane(l)]] * kScaleBitsScale;
-    return _mm512_load_ps(s);
-  }
-  const __m128i codes = count == 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                    : _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), p);  // missing: +0
-  const __m512i bytes = _mm512_maskz_permutexvar_epi8(kScaleBytes, lanes, _mm512_castsi128_si512(codes));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(bytes, 20));
-}
 
 // Quantized activations, one record of 64-byte lines per (step, token). Tokens go in tiles of
 // T = min(m, 8) (the kernels' token tiles); within a tile the records of one step lie side by
@@ -211,16 +184,15 @@ struct Args {
 template <int P, int R, int MB, bool kTableScales>
 __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, std::int64_t n0) {
   const __m512i table = _mm512_load_si512(kWeightTable.v);
-  const __m512i scale_lanes = _mm512_load_si512(kScaleLanes.idx);
   const __m512 c1 = _mm512_set1_ps(1.0f / kPartRatio), c2 = _mm512_set1_ps(1.0f / (kPartRatio * kPartRatio));
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
   const std::int64_t k = a.k, row_bytes = k / 2, row_scales = k / 16;
   const std::int64_t steps = a.kg / kStep, whole = k / kStep;
   using Rec = Record<P>;
-  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
-  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
-  const std::int64_t ahead_rows = ahead / row_bytes, ahead_l2_rows = ahead_l2 / row_bytes;
+  // Whole rows ahead, in bytes for the codes and in rows for the scales.
+  const std::int64_t ahead_rows = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes, ahead = ahead_rows * row_bytes;
+  const std::int64_t ahead_l2_rows = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes, ahead_l2 = ahead_l2_rows * row_bytes;
   __m512 acc[R][MB];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -239,7 +211,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         const std::int64_t bytes = row_bytes - g * 128;  // 8..120
         v0 = _mm512_maskz_loadu_epi8(bytes >= 64 ? ~0ull : (1ull << bytes) - 1, row);  // code 0 is +0
         v1 = bytes > 64 ? _mm512_maskz_loadu_epi8((1ull << (bytes - 64)) - 1, row + 64) : _mm512_setzero_si512();
-        sw = lane_scales(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3, scale_lanes);
+        sw = step_scales<true>(sp, static_cast<int>(bytes / 8), kTableScales, a.e4m3);
       } else {
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead + 64), _MM_HINT_T0);
@@ -256,7 +228,7 @@ __attribute__((noinline)) void int8_kernel(const Args& a, const QuantizedX& q, s
         }
         v0 = _mm512_loadu_si512(row);
         v1 = _mm512_loadu_si512(row + 64);
-        sw = lane_scales(sp, 16, kTableScales, a.e4m3, scale_lanes);
+        sw = step_scales<true>(sp, 16, kTableScales, a.e4m3);
       }
       // Pair blocks q and 8 + q in lanes 2q, 2q + 1, then look up both nibbles of each byte.
       const __m512i g0 = _mm512_mask_blend_epi32(0xAAAA, v0, v1);

@@ -134,7 +134,7 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, cons
     float* scales = p.scales + r * p.row_blocks;
     for (std::int64_t b = 0; b < nb; b += 16) {
       const int count = nb - b < 16 ? static_cast<int>(nb - b) : 16;
-      _mm512_store_ps(scales + b, step_scales(sc + b, count, has_special_scale(sc + b, count), e4m3));
+      _mm512_store_ps(scales + b, step_scales<false>(sc + b, count, has_special_scale(sc + b, count), e4m3));
     }
   }
 }
