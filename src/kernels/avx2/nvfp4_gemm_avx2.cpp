@@ -388,6 +388,12 @@ struct Int8Table {
 constexpr Int8Table kInt8Table;
 constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
 constexpr std::int32_t kPartRatio = 254;     // each further part resolves the previous one's step / 254
+// Rows per pass of the decode loop: every activation load and scale shuffle serves R rows. One
+// token takes four (decode steps -1.1 % in the median with int8 and -2.4 to -8.0 % with three
+// parts, alternated step by step on the Zen 4 with AVX-512 disabled; docs/perf.md, session 22),
+// two tokens two.
+constexpr std::int64_t kFourRowsMaxM = 1;
+constexpr std::int64_t kTwoRowsMaxM = 2;
 
 // Lane d of a group's quarters holds block kLaneBlock[d] (group_quarters' vshufps order); every
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
@@ -663,13 +669,21 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   if (!finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
   const QuantizedX q{codes, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
-  parallel_for(w.n, 16, [&a, &q, m](std::int64_t b, std::int64_t e) {
+  // Decode: one range of rows per thread, as avx512-int8 (vnni/nvfp4_gemm_vnni.cpp): each of the
+  // pool's guided ranges began a fresh stream. Decode steps -1.1 % in the median of 6 alternations
+  // (docs/perf.md, session 22).
+  const std::int64_t per_thread = (w.n / global_thread_count() + 15) / 16 * 16;
+  const std::int64_t grain = m <= kMaxDecodeM && per_thread > 16 ? per_thread : 16;
+  parallel_for(w.n, grain, [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
     if constexpr (P == 1) {
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
     std::int64_t n0 = b;
-    if (m <= 2) {
+    if (m <= kFourRowsMaxM) {
+      for (; n0 + 4 <= e; n0 += 4) int8_rows<P, 4>(a, q, m, n0);
+    }
+    if (m <= kTwoRowsMaxM) {
       for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
     }
     for (; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);
