@@ -49,16 +49,24 @@ inline void prefetch_rows_start(const std::uint8_t* data, const std::uint8_t* sc
 
 // True when one of the `count` E4M3 codes at p has the sign bit or is 0x7F (NaN): such a row
 // group cannot take the shift-into-the-exponent conversion and reads the table instead.
+// Whole 64-byte pieces take plain loads and only the tail a masked one: on Zen 4 the masked load
+// of every piece made the decode loop's per-pass check cost 1-3 % of a decode step (alternated,
+// docs/perf.md, session 22).
 #if defined(__AVX512BW__)
 inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
   const __m512i nan = _mm512_set1_epi8(0x7F);
-  for (std::int64_t i = 0; i < count; i += 64) {
-    const std::int64_t left = count - i;
-    const __mmask64 keep = left >= 64 ? ~0ull : (1ull << left) - 1;
-    const __m512i v = _mm512_maskz_loadu_epi8(keep, p + i);
-    if ((_mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan)) & keep) return true;
+  __mmask64 bad = 0;
+  std::int64_t i = 0;
+  for (; i + 64 <= count; i += 64) {
+    const __m512i v = _mm512_loadu_si512(p + i);
+    bad |= _mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan);
   }
-  return false;
+  if (i < count) {
+    const __mmask64 keep = (1ull << (count - i)) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(keep, p + i);
+    bad |= (_mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, nan)) & keep;
+  }
+  return bad != 0;
 }
 #elif defined(__AVX2__)
 inline bool has_special_scale(const std::uint8_t* p, std::int64_t count) {
