@@ -670,7 +670,7 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const QuantizedX q{codes, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   // Decode: one range of rows per thread, as avx512-int8 (vnni/nvfp4_gemm_vnni.cpp): each of the
-  // pool's guided ranges began a fresh stream. Decode steps -1.1 % in the median of 6 alternations
+  // pool's guided ranges began a fresh stream. Decode steps -1.4 % in the median of 6 alternations
   // (docs/perf.md, session 22).
   const std::int64_t per_thread = (w.n / global_thread_count() + 15) / 16 * 16;
   const std::int64_t grain = m <= kMaxDecodeM && per_thread > 16 ? per_thread : 16;

@@ -119,8 +119,9 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, cons
     std::int32_t* starts = p.starts + r * p.row_blocks;
     for (std::int64_t j = 0; j < row_bytes; j += 64) {
       const std::int64_t left = row_bytes - j;
-      // A plain load for whole pieces: with a masked load for every piece, pp512 ran 3-13 % and
-      // the m = 64 GEMM 5-8 % slower on Zen 4 (docs/perf.md, session 22). Past k: code 0 is +0.
+      // A plain load for whole pieces: with a masked load for every piece the m = 64 GEMM ran
+      // 5-8 % slower on Zen 4 (pp512: +2.3 % in the median of 8 alternations; docs/perf.md,
+      // session 22). Past k: code 0 is +0.
       const __m512i v = left >= 64 ? _mm512_loadu_si512(src + j) : _mm512_maskz_loadu_epi8((1ull << left) - 1, src + j);
       const __m512i lo = _mm512_permutexvar_epi8(v, table), hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
       const __m512i a = _mm512_unpacklo_epi8(lo, hi), c = _mm512_unpackhi_epi8(lo, hi);
