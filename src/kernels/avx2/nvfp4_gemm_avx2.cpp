@@ -669,24 +669,13 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   if (!finite) return nvfp4_gemm(x, m, w, y);  // NaN/Inf: the exact path propagates them
   const QuantizedX q{codes, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
-  // Decode: one range of rows per thread, as avx512-int8 (vnni/nvfp4_gemm_vnni.cpp): each of the
-  // pool's guided ranges began a fresh stream. Decode steps -1.4 % in the median of 6 alternations
-  // (docs/perf.md, session 22).
-  const std::int64_t per_thread = (w.n / global_thread_count() + 15) / 16 * 16;
-  const std::int64_t grain = m <= kMaxDecodeM && per_thread > 16 ? per_thread : 16;
-  parallel_for(w.n, grain, [&a, &q, m](std::int64_t b, std::int64_t e) {
+  parallel_for(w.n, int8_row_grain(w.n, m, kMaxDecodeM), [&a, &q, m](std::int64_t b, std::int64_t e) {
     prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
     if constexpr (P == 1) {
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
-    std::int64_t n0 = b;
-    if (m <= kFourRowsMaxM) {
-      for (; n0 + 4 <= e; n0 += 4) int8_rows<P, 4>(a, q, m, n0);
-    }
-    if (m <= kTwoRowsMaxM) {
-      for (; n0 + 2 <= e; n0 += 2) int8_rows<P, 2>(a, q, m, n0);
-    }
-    for (; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);
+    for_each_row_pass(m, b, e, kFourRowsMaxM, kTwoRowsMaxM,
+                      [&](auto rows, std::int64_t n0) { int8_rows<P, decltype(rows)::kValue>(a, q, m, n0); });
   });
 }
 
