@@ -216,6 +216,9 @@ bool register_all() {
                                      [&b, m](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 64, m); })
             ->UseRealTime();
       }
+      benchmark::RegisterBenchmark(("nvfp4_m16hot/" + b.name + "/768x2048").c_str(),
+                                   [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 16); })
+          ->UseRealTime();
       benchmark::RegisterBenchmark(("nvfp4_m64/" + b.name + "/768x2048").c_str(),
                                    [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 64); })
           ->UseRealTime();

@@ -44,6 +44,13 @@ constexpr std::int64_t kPaddedMinTokens = 12;
 // Groups whose records stay in L2 while the decoded rows pass over them (each row is decoded once
 // per such block of tokens).
 constexpr std::int64_t kTokenBlockBytes = 256 * 1024;
+// The row decode requests the rows this many bytes on (whole rows, at least the next pass) to L2,
+// one line for each line it reads. The whole next pass requested at once after each decode (72
+// prefetches at k = 2048) left the decode as slow as with no prefetch at all: most of such a
+// burst is dropped while the core's miss buffers are full. Spread out, the m = 16 row decode went
+// from 1360-1660 to 990-1110 TSC ticks per pass (hot in L2: 870-1000), pp512 rose 4-26 % (median
+// 12 %) and batch-16 decode steps took 2.7 % less time in the median (docs/perf.md, session 23).
+constexpr std::int64_t kPrefetchAheadBytes = 8192;
 
 // 2 * E2M1 for codes 0..15 as signed bytes, four times (vpermb indexes 64 bytes).
 struct SignedTable {
@@ -105,12 +112,16 @@ struct Panel {
   std::int64_t row_codes, row_blocks;  // strides
 };
 
-void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, const float* e4m3, const Panel& p) {
+// Decodes rows [r0, r0 + rows) into the panel; the rows `ahead` rows on go to L2 meanwhile
+// (kPrefetchAheadBytes). Prefetches past the matrix never fault.
+void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, std::int64_t ahead, const float* e4m3,
+                 const Panel& p) {
   const __m512i table = _mm512_load_si512(kSignedTable.v);
   const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   const std::int64_t row_bytes = w.k / 2, nb = blocks_of(w.k);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::uint8_t* src = w.data + (r0 + r) * row_bytes;
+    const char* next = reinterpret_cast<const char*>(src + ahead * row_bytes);
     std::int8_t* codes = p.codes + r * p.row_codes;
     // Byte j holds elements 2j (low nibble) and 2j + 1: look both up, then interleave. The
     // unpacks work per 128-bit lane, so their halves are put back in order by the qword permutes.
@@ -118,6 +129,7 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, cons
     // unsigned) gives each block's sum(w) + 192 in one qword.
     std::int32_t* starts = p.starts + r * p.row_blocks;
     for (std::int64_t j = 0; j < row_bytes; j += 64) {
+      _mm_prefetch(next + j, _MM_HINT_T1);
       const std::int64_t left = row_bytes - j;
       // A plain load for whole pieces: with a masked load for every piece the m = 64 GEMM ran
       // 5-8 % slower on Zen 4 (pp512: +2.3 % in the median of 8 alternations; docs/perf.md,
@@ -135,6 +147,8 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, cons
     }
     const std::uint8_t* sc = w.block_scales + (r0 + r) * nb;
     float* scales = p.scales + r * p.row_blocks;
+    for (std::int64_t b = 0; b < nb; b += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(sc + ahead * nb + b), _MM_HINT_T1);
     for (std::int64_t b = 0; b < nb; b += 16) {
       const int count = nb - b < 16 ? static_cast<int>(nb - b) : 16;
       _mm512_store_ps(scales + b, step_scales<false>(sc + b, count, has_special_scale(sc + b, count), e4m3));
@@ -247,15 +261,14 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
   const Panel p{reinterpret_cast<std::int8_t*>(mem), reinterpret_cast<float*>(mem + kRows * row_codes),
                 reinterpret_cast<std::int32_t*>(mem + kRows * (row_codes + 4 * row_blocks)), row_codes, row_blocks};
   const float out_scale = kUndo * w.weight_scale_2;
+  const std::int64_t ahead_bytes_rows = (kPrefetchAheadBytes + w.k / 2 - 1) / (w.k / 2);
+  const std::int64_t ahead_rows = ahead_bytes_rows > kRows ? ahead_bytes_rows : kRows;
   const float* e4m3 = decode_tables().e4m3;
   for (std::int64_t g0 = 0; g0 < groups; g0 += block) {
     const std::int64_t g1 = g0 + block < groups ? g0 + block : groups;
     for (std::int64_t r0 = b; r0 < e; r0 += kRows) {
       const std::int64_t rows = e - r0 < kRows ? e - r0 : kRows;
-      decode_rows(w, r0, rows, e4m3, p);
-      // The next pass's rows to L2 while the groups run over these: without it the decode's loads
-      // waited on memory for 65 % of its samples.
-      if (r0 + kRows < e) prefetch_rows_start(w.data, w.block_scales, w.k, r0 + kRows, e, 0, kRows * (w.k / 2));
+      decode_rows(w, r0, rows, ahead_rows, e4m3, p);
       for (std::int64_t g = g0; g < g1; g += kPairGroups) {
         const std::uint8_t* recs = job.recs + g * group_bytes;
         float* y = job.y + g * kGroup * w.n + r0;
