@@ -111,7 +111,7 @@ def main() -> int:
         "checkpoint": str(args.checkpoint), "gguf": str(gguf_path), "threads": args.threads,
         "fp4serve_args": args.fp4serve_arg, "fp4serve_kernels": {f["family"]: f.get("chosen") for f in ours["kernels"].get("families", [])},
         "load_average": {"before": load_before, "between": load_mid, "after": load_after},
-        "bandwidth_gb_per_s": ours["bandwidth"]["best_gb_per_s"],
+        "bandwidth_gb_per_s": ours["roofline"]["bandwidth_gb_per_s"],
         "roofline_tokens_per_s": ours["roofline"]["decode_tokens_per_s"],
         "llama_cpp_build": theirs[0].get("build_commit") if theirs else None,
         "rows": rows,
@@ -122,7 +122,7 @@ def main() -> int:
     print(f"{args.checkpoint} | threads {args.threads} | reps {args.reps} | load average "
           f"{load_before:.1f} / {load_mid:.1f} / {load_after:.1f} (before / between / after)")
     print(f"fp4serve {' '.join(args.fp4serve_arg) or '(auto backends)'}: {result['fp4serve_kernels']}")
-    print(f"memory read bandwidth {result['bandwidth_gb_per_s']:.1f} GB/s; decode roofline "
+    print(f"memory read bandwidth {result['bandwidth_gb_per_s']:.1f} GB/s (median pass); decode roofline "
           f"{result['roofline_tokens_per_s']:.1f} tokens/s; llama.cpp build {result['llama_cpp_build']}")
     print("| test | fp4serve t/s | llama.cpp t/s | fp4serve / llama.cpp |")
     print("|---|---:|---:|---:|")

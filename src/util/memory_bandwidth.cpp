@@ -65,13 +65,51 @@ std::uint64_t default_bandwidth_buffer_bytes(std::uint64_t llc_bytes) {
   return std::clamp<std::uint64_t>(4 * llc_bytes, 512 * kMiB, 2048 * kMiB);
 }
 
-BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
+namespace {
+
+void check_options(const BandwidthOptions& options) {
   if (options.passes < 1 || options.passes > 100) fail("memory bandwidth: passes must be 1..100, got ", options.passes);
+  if (!(options.min_seconds >= 0.0 && options.min_seconds <= 60.0))
+    fail("memory bandwidth: min_seconds must be 0..60, got ", options.min_seconds);
+}
+
+// One untimed warm-up pass (page tables, TLB, the workers waking up), then options.passes timed
+// ones, and more until they add up to options.min_seconds. Returns the sum of every word read
+// (the caller checks or keeps it, so the reads cannot be optimised away) and the pass count.
+std::uint64_t timed_passes(const std::uint64_t* p, std::int64_t words, const BandwidthOptions& options,
+                           BandwidthResult& r, int& passes_run) {
+  r.threads = global_thread_pool().size();
+  const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
+  std::uint64_t sink = 0;
+  int pass = 0;
+  for (; pass <= options.passes || (r.seconds < options.min_seconds && pass <= kMaxBandwidthPasses); ++pass) {
+    std::vector<std::uint64_t> sums(static_cast<std::size_t>(pieces), 0);
+    const auto start = std::chrono::steady_clock::now();
+    parallel_for(pieces, 1, [p, words, &sums](std::int64_t b, std::int64_t e) {
+      for (std::int64_t piece = b; piece < e; ++piece)
+        sums[static_cast<std::size_t>(piece)] = sum_words(p, piece * kPieceWords, std::min(words, (piece + 1) * kPieceWords));
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (std::uint64_t s : sums) sink += s;
+    if (pass == 0) continue;
+    r.seconds += seconds;
+    const double gbs = static_cast<double>(words * 8) / std::max(seconds, 1e-9) / 1e9;
+    r.pass_gb_per_s.push_back(gbs);
+    r.best_gb_per_s = std::max(r.best_gb_per_s, gbs);
+  }
+  r.median_gb_per_s = median_of(r.pass_gb_per_s);
+  passes_run = pass;
+  return sink;
+}
+
+}  // namespace
+
+BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
+  check_options(options);
   BandwidthResult r;
   r.llc_bytes = last_level_cache_bytes();
   r.bytes = options.bytes != 0 ? options.bytes : default_bandwidth_buffer_bytes(r.llc_bytes);
   if (r.bytes < kMiB) fail("memory bandwidth: buffer of ", r.bytes, " bytes is too small to measure memory (at least 1 MiB)");
-  r.threads = global_thread_pool().size();
 
   const auto words = static_cast<std::int64_t>(r.bytes / 8);
   // 2 MiB pages, as the weights get: through 4 KiB pages this VM's TLB, not its memory, is
@@ -84,27 +122,28 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
   parallel_for(pieces, 1, [p, words](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b * kPieceWords; i < std::min(words, e * kPieceWords); ++i) p[i] = static_cast<std::uint64_t>(i) | 1u;
   });
-
-  std::uint64_t sink = 0;
-  for (int pass = 0; pass <= options.passes; ++pass) {
-    std::vector<std::uint64_t> sums(static_cast<std::size_t>(pieces), 0);
-    const auto start = std::chrono::steady_clock::now();
-    parallel_for(pieces, 1, [p, words, &sums](std::int64_t b, std::int64_t e) {
-      for (std::int64_t piece = b; piece < e; ++piece)
-        sums[static_cast<std::size_t>(piece)] = sum_words(p, piece * kPieceWords, std::min(words, (piece + 1) * kPieceWords));
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (std::uint64_t s : sums) sink += s;
-    if (pass == 0) continue;  // warm-up: page tables, TLB, the workers waking up
-    const double gbs = static_cast<double>(r.bytes) / std::max(seconds, 1e-9) / 1e9;
-    r.pass_gb_per_s.push_back(gbs);
-    r.best_gb_per_s = std::max(r.best_gb_per_s, gbs);
-  }
-  r.median_gb_per_s = median_of(r.pass_gb_per_s);
-  // The sums must be used, or the reads could be optimised away; each word is odd, so the total
-  // has the parity of the word count.
-  if ((sink & 1u) != ((static_cast<std::uint64_t>(words) * static_cast<std::uint64_t>(options.passes + 1)) & 1u))
+  int passes_run = 0;
+  const std::uint64_t sink = timed_passes(p, words, options, r, passes_run);
+  // Each word is odd, so the total has the parity of the number of words read.
+  if ((sink & 1u) != ((static_cast<std::uint64_t>(words) * static_cast<std::uint64_t>(passes_run)) & 1u))
     fail("memory bandwidth: read back a wrong sum (memory or thread-pool fault)");
+  return r;
+}
+
+BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options) {
+  check_options(options);
+  if (options.bytes != 0) fail("memory bandwidth: a region sets its own size (bytes must be 0, got ", options.bytes, ")");
+  const auto addr = reinterpret_cast<std::uintptr_t>(region.data());
+  const std::uintptr_t skip = (8 - addr % 8) % 8;
+  const std::int64_t words = region.size() > skip ? static_cast<std::int64_t>((region.size() - skip) / 8) : 0;
+  BandwidthResult r;
+  r.llc_bytes = last_level_cache_bytes();
+  r.bytes = static_cast<std::uint64_t>(words) * 8;
+  if (r.bytes < kMiB) fail("memory bandwidth: a region of ", region.size(), " bytes is too small to measure memory (at least 1 MiB)");
+  int passes_run = 0;
+  const std::uint64_t sink = timed_passes(reinterpret_cast<const std::uint64_t*>(addr + skip), words, options, r, passes_run);
+  // Arbitrary contents give no sum to check; the empty asm makes the compiler keep it (and the reads).
+  asm volatile("" : : "r"(sink));
   return r;
 }
 

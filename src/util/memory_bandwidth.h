@@ -1,9 +1,12 @@
 #pragma once
 // This machine's memory read bandwidth: every thread of the kernel pool streams through a buffer
-// much larger than the last-level cache, and the best of a few passes is kept (the least
-// disturbed by other processes). Decode reads every active weight once per token, so this is
-// the roofline `fp4serve bench` and bench/kernels_bench compare decode against.
+// much larger than the last-level cache, pass after pass; the best and the median pass are kept.
+// Decode reads every active weight once per token, so this is the roofline `fp4serve bench` and
+// bench/kernels_bench compare decode against. On a shared host the bandwidth moves both ways:
+// neighbours lower it, and on some VMs it comes in fast bursts of a few hundred milliseconds
+// (docs/perf.md, sessions 23-24), so `bench` spreads its passes over seconds and uses the median.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace fp4serve {
@@ -11,8 +14,12 @@ namespace fp4serve {
 struct BandwidthOptions {
   // Buffer size; 0 picks 4 x the last-level cache, at least 512 MiB and at most 2 GiB.
   std::uint64_t bytes = 0;
-  int passes = 3;  // timed passes after one untimed warm-up pass
+  int passes = 3;  // timed passes after one untimed warm-up pass (at least this many)
+  // More passes until the timed ones add up to this many seconds (at most kMaxBandwidthPasses).
+  double min_seconds = 0.0;
 };
+
+inline constexpr int kMaxBandwidthPasses = 1000;
 
 struct BandwidthResult {
   std::uint64_t bytes = 0;            // buffer size streamed per pass
@@ -23,10 +30,18 @@ struct BandwidthResult {
   // a reader sees how far one run's passes spread on a shared machine (docs/perf.md, session 7).
   double median_gb_per_s = 0.0;
   std::vector<double> pass_gb_per_s;  // every timed pass, in order
+  double seconds = 0.0;               // the timed passes' total
 };
 
 // Throws Error when the options are out of range or the buffer cannot be allocated.
 BandwidthResult measure_read_bandwidth(const BandwidthOptions& options = {});
+
+// The same passes over memory the caller already holds (options.bytes must be 0; the region is
+// read whole, from its first 8-byte-aligned word). `bench` reads weights that decode reads every
+// token, between the decode repetitions: those pages are resident already, so this measures the
+// memory in the same minutes as the decode without allocating a buffer that would count in the
+// process's resident memory. Throws Error when the region is under 1 MiB.
+BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options = {});
 
 // The default buffer for a last-level cache of llc_bytes: 4 x it, clamped to [512 MiB, 2 GiB].
 std::uint64_t default_bandwidth_buffer_bytes(std::uint64_t llc_bytes);

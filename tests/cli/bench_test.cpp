@@ -32,6 +32,8 @@ TEST(Bench, ArgumentErrorsNameTheFlag) {
   expect_refused(m + " -p 70000", "-p/--n-prompt must be 0..65536");
   expect_refused(m + " -t 5000", "-t/--threads");
   expect_refused(m + " -d -1", "-d/--n-depth must be 0..65536");
+  expect_refused(m + " --bandwidth-seconds 61", "--bandwidth-seconds must be 0..60");
+  expect_refused(m + " --bandwidth-seconds -1", "--bandwidth-seconds must be 0..60");
   expect_refused("-p 8", "--model");                  // -m is required
   expect_refused(m + " -p 8 -n 2", tmp.path().string());  // a missing checkpoint is named
 }
@@ -42,10 +44,10 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   const CliResult synth = run_cli("synth --preset tiny --seed 5 --quiet --out " + dir);
   ASSERT_EQ(synth.code, 0) << synth.out;
 
-  const CliResult r = run_cli("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --json");
+  const CliResult r = run_cli("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0.02 --json");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
-  EXPECT_EQ(j["schema"], "fp4serve.bench/1");
+  EXPECT_EQ(j["schema"], "fp4serve.bench/2");
   EXPECT_EQ(j["threads"], 2);
   EXPECT_EQ(j["reps"], 2);
   EXPECT_EQ(j["model"]["model_type"], "qwen3_moe");
@@ -75,19 +77,26 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
 
   EXPECT_GT(j["bandwidth"]["best_gb_per_s"].get<double>(), 0);
   EXPECT_EQ(j["bandwidth"]["buffer_bytes"], 16u << 20);
-  EXPECT_EQ(j["bandwidth"]["passes_gb_per_s"].size(), 3u);
-  const double roofline = j["roofline"]["decode_tokens_per_s"].get<double>();
-  EXPECT_NEAR(roofline,
-              j["bandwidth"]["best_gb_per_s"].get<double>() * 1e9 / j["model"]["weight_bytes_per_token"].get<double>(),
-              1e-9 * roofline);
-  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction"].get<double>(), tests[1]["tokens_per_s"]["median"].get<double>() / roofline,
-              1e-9);
+  // --bandwidth-seconds 0.02: passes over 16 MiB (well under a millisecond each) until 0.02 s is spent
+  // (1000 passes, the cap, take 0.1 s or more even from cache).
+  EXPECT_GE(j["bandwidth"]["seconds"].get<double>(), 0.02);
+  EXPECT_GT(j["bandwidth"]["passes_gb_per_s"].size(), 3u);
   const double median_bw = j["bandwidth"]["median_gb_per_s"].get<double>();
   EXPECT_GT(median_bw, 0);
   EXPECT_LE(median_bw, j["bandwidth"]["best_gb_per_s"].get<double>());
-  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction_of_median_pass"].get<double>(),
+  // The roofline is the median pass of the probe after the tests.
+  EXPECT_EQ(j["roofline"]["bandwidth_gb_per_s"].get<double>(), median_bw);
+  EXPECT_EQ(j["roofline"]["bandwidth_basis"], "end-of-run probe");  // the tiny model's lm_head is under 64 MiB
+  EXPECT_FALSE(j.contains("bandwidth_beside_decode"));
+  const double roofline = j["roofline"]["decode_tokens_per_s"].get<double>();
+  EXPECT_NEAR(roofline, median_bw * 1e9 / j["model"]["weight_bytes_per_token"].get<double>(), 1e-9 * roofline);
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction"].get<double>(), tests[1]["tokens_per_s"]["median"].get<double>() / roofline,
+              1e-9);
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction_of_probe_median"].get<double>(), j["roofline"]["tg_batch1_fraction"].get<double>(),
+              1e-12);
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction_of_probe_best"].get<double>(),
               tests[1]["tokens_per_s"]["median"].get<double>() * j["model"]["weight_bytes_per_token"].get<double>() /
-                  (median_bw * 1e9),
+                  (j["bandwidth"]["best_gb_per_s"].get<double>() * 1e9),
               1e-9);
 
   const auto& mem = j["memory"];
@@ -107,12 +116,44 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_LE(j["cpu_steal_fraction"].get<double>(), 1.0);
 }
 
+TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "small").string();
+  ASSERT_EQ(run_cli("synth --preset small --seed 7 --quiet --out " + dir).code, 0);  // a 311 MB lm_head
+  const CliResult r =
+      run_cli("bench -m " + dir + " -p 0 -n 2 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto& beside = j["bandwidth_beside_decode"];
+  ASSERT_TRUE(beside.is_object()) << j.dump();
+  // Three passes before each of the two repetitions and after the last.
+  EXPECT_EQ(beside["passes_gb_per_s"].size(), 9u);
+  EXPECT_GE(beside["region_bytes"].get<double>(), 64.0 * (1 << 20));
+  EXPECT_LT(beside["region_bytes"].get<double>(), j["model"]["weight_bytes"].get<double>());
+  EXPECT_LE(beside["median_gb_per_s"].get<double>(), beside["best_gb_per_s"].get<double>());
+  EXPECT_EQ(j["roofline"]["bandwidth_basis"], "beside batch-1 decode");
+  EXPECT_EQ(j["roofline"]["bandwidth_gb_per_s"].get<double>(), beside["median_gb_per_s"].get<double>());
+  const double tg1 = j["tests"][0]["tokens_per_s"]["median"].get<double>();
+  EXPECT_NEAR(j["roofline"]["tg_batch1_fraction"].get<double>(),
+              tg1 * j["model"]["weight_bytes_per_token"].get<double>() / (beside["median_gb_per_s"].get<double>() * 1e9),
+              1e-9);
+  EXPECT_EQ(j["bandwidth"]["passes_gb_per_s"].size(), 3u);  // the end-of-run probe still runs
+
+  // Without a batch-1 decode test there is nothing to read beside: the end-of-run probe is the roofline.
+  const CliResult r2 =
+      run_cli("bench -m " + dir + " -p 0 -n 2 --batch 2 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
+  ASSERT_EQ(r2.code, 0) << r2.out;
+  const auto j2 = nlohmann::json::parse(r2.out.substr(r2.out.rfind("\n{") + 1));
+  EXPECT_FALSE(j2.contains("bandwidth_beside_decode"));
+  EXPECT_EQ(j2["roofline"]["bandwidth_basis"], "end-of-run probe");
+}
+
 TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
   ASSERT_EQ(run_cli("synth --preset tiny --seed 7 --quiet --out " + dir).code, 0);
   auto run = [&](const std::string& depth) {
-    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 --batch 1,2 --reps 2 --bandwidth-mib 16 --json" + depth);
+    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 --batch 1,2 --reps 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json" + depth);
     EXPECT_EQ(r.code, 0) << r.out;
     return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
   };
@@ -142,7 +183,7 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   // (bench fails on non-finite logits, so a state left half-written would show).
   const std::string hybrid = (tmp.path() / "hybrid").string();
   ASSERT_EQ(run_cli("synth --arch qwen3_5_moe --preset tiny --seed 7 --quiet --out " + hybrid).code, 0);
-  const CliResult h = run_cli("bench -m " + hybrid + " -p 4 -n 3 -d 24 --batch 1,2 --reps 2 --bandwidth-mib 16");
+  const CliResult h = run_cli("bench -m " + hybrid + " -p 4 -n 3 -d 24 --batch 1,2 --reps 2 --bandwidth-mib 16 --bandwidth-seconds 0");
   ASSERT_EQ(h.code, 0) << h.out;
   for (const char* want : {"| pp4 @ d24 ", "| tg3 @ d24 ", "depth: 24 tokens prefilled once"})
     EXPECT_NE(h.out.find(want), std::string::npos) << want << "\n" << h.out;
@@ -153,7 +194,7 @@ TEST(Bench, SixteenBitKvCacheHalvesTheCacheBytes) {
   const std::string dir = (tmp.path() / "tiny").string();
   ASSERT_EQ(run_cli("synth --preset tiny --seed 7 --quiet --out " + dir).code, 0);
   auto run = [&](const std::string& flag) {
-    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 -d 40 --reps 1 --bandwidth-mib 16 --json" + flag);
+    const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 -d 40 --reps 1 --bandwidth-mib 16 --bandwidth-seconds 0 --json" + flag);
     EXPECT_EQ(r.code, 0) << r.out;
     return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
   };
@@ -176,7 +217,7 @@ TEST(Bench, ACacheLargerThanTheFreeMemoryIsRefused) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "wide").string();
   ASSERT_EQ(run_cli("synth --preset tiny --heads 64 --kv-heads 64 --head-dim 256 --layers 8 --seed 2 --quiet --out " + dir).code, 0);
-  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 1 -d 65536 --batch 256 --bandwidth-mib 16");
+  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 1 -d 65536 --batch 256 --bandwidth-mib 16 --bandwidth-seconds 0");
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("the KV cache for --batch up to 256 at -d 65536 needs 16392.00 GiB"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("lower -d or the largest --batch"), std::string::npos) << r.out;
@@ -186,10 +227,11 @@ TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();
   ASSERT_EQ(run_cli("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
-  const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --check-weights");
+  const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --bandwidth-seconds 0 --check-weights");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "; median ", "decode roofline:",
-                        "of the median pass", "start to first token:", "VmHWM", "check-weights: ",
+  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "GB/s (median of ", "; best ",
+                        "decode roofline:", "at the bandwidth after the tests",
+                        "of the after-tests median's", "of its best pass's", "start to first token:", "VmHWM", "check-weights: ",
                         "weights mapped in 2 MiB pages: "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }

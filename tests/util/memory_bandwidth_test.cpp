@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "common/expect_error.h"
 #include "util/thread_pool.h"
@@ -43,6 +44,23 @@ TEST(MemoryBandwidth, MedianIsTheMiddlePass) {
   EXPECT_LE(r.median_gb_per_s, r.best_gb_per_s);
 }
 
+TEST(MemoryBandwidth, MinSecondsAddsPassesUntilThatMuchTimeIsMeasured) {
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;  // a pass takes well under 10 ms even sanitised and loaded
+  o.passes = 3;
+  o.min_seconds = 0.02;  // 1000 passes, the cap, take 0.1 s or more even from cache
+  const BandwidthResult r = measure_read_bandwidth(o);
+  EXPECT_GE(r.seconds, 0.02);
+  EXPECT_GT(r.pass_gb_per_s.size(), 3u);
+  EXPECT_LE(r.pass_gb_per_s.size(), static_cast<std::size_t>(kMaxBandwidthPasses));
+  // The passes' own times add up to the total: each pass streams the buffer once.
+  double seconds = 0.0;
+  for (double g : r.pass_gb_per_s) seconds += static_cast<double>(r.bytes) / (g * 1e9);
+  EXPECT_NEAR(seconds, r.seconds, 1e-6 * r.seconds + 1e-9 * static_cast<double>(r.pass_gb_per_s.size()));
+  o.min_seconds = 0.0;  // the count alone
+  EXPECT_EQ(measure_read_bandwidth(o).pass_gb_per_s.size(), 3u);
+}
+
 TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
   BandwidthOptions o;
   o.bytes = std::uint64_t{16} << 20;
@@ -51,6 +69,36 @@ TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
   o.passes = 1;
   o.bytes = 4096;
   testing::expect_error([&] { measure_read_bandwidth(o); }, {"buffer", "4096"});
+  o.bytes = std::uint64_t{16} << 20;
+  o.min_seconds = -1.0;
+  testing::expect_error([&] { measure_read_bandwidth(o); }, {"min_seconds", "-1"});
+  o.min_seconds = 61.0;
+  testing::expect_error([&] { measure_read_bandwidth(o); }, {"min_seconds", "61"});
+}
+
+TEST(MemoryBandwidth, ReadsARegionTheCallerHolds) {
+  std::vector<std::uint64_t> held(std::size_t{2} << 20, 3);  // 16 MiB
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(held.data());
+  BandwidthOptions o;
+  o.passes = 4;
+  const BandwidthResult r = measure_region_bandwidth({bytes, held.size() * 8}, o);
+  EXPECT_EQ(r.bytes, held.size() * 8);
+  ASSERT_EQ(r.pass_gb_per_s.size(), 4u);
+  for (double g : r.pass_gb_per_s) EXPECT_GT(g, 0.1);
+  // A region that starts off an 8-byte boundary is read from its first whole word.
+  EXPECT_EQ(measure_region_bandwidth({bytes + 3, held.size() * 8 - 3}, o).bytes, held.size() * 8 - 8);
+}
+
+TEST(MemoryBandwidth, RegionErrorsNameTheProblem) {
+  std::vector<std::uint8_t> small(4096, 1);
+  testing::expect_error([&] { measure_region_bandwidth(small); }, {"region", "4096", "too small"});
+  std::vector<std::uint8_t> held(std::size_t{2} << 20, 1);
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;
+  testing::expect_error([&] { measure_region_bandwidth(held, o); }, {"bytes must be 0"});
+  o.bytes = 0;
+  o.passes = 0;
+  testing::expect_error([&] { measure_region_bandwidth(held, o); }, {"passes", "0"});
 }
 
 TEST(MemoryBandwidth, DefaultBufferIsWellPastTheLastLevelCache) {
