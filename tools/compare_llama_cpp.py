@@ -112,7 +112,9 @@ def main() -> int:
         "fp4serve_args": args.fp4serve_arg, "fp4serve_kernels": {f["family"]: f.get("chosen") for f in ours["kernels"].get("families", [])},
         "load_average": {"before": load_before, "between": load_mid, "after": load_after},
         "bandwidth_gb_per_s": ours["roofline"]["bandwidth_gb_per_s"],
+        "bandwidth_basis": ours["roofline"]["bandwidth_basis"],
         "roofline_tokens_per_s": ours["roofline"]["decode_tokens_per_s"],
+        "tg_batch1_fraction_of_roofline": ours["roofline"]["tg_batch1_fraction"],
         "llama_cpp_build": theirs[0].get("build_commit") if theirs else None,
         "rows": rows,
     }
@@ -122,8 +124,9 @@ def main() -> int:
     print(f"{args.checkpoint} | threads {args.threads} | reps {args.reps} | load average "
           f"{load_before:.1f} / {load_mid:.1f} / {load_after:.1f} (before / between / after)")
     print(f"fp4serve {' '.join(args.fp4serve_arg) or '(auto backends)'}: {result['fp4serve_kernels']}")
-    print(f"memory read bandwidth {result['bandwidth_gb_per_s']:.1f} GB/s (median pass); decode roofline "
-          f"{result['roofline_tokens_per_s']:.1f} tokens/s; llama.cpp build {result['llama_cpp_build']}")
+    print(f"memory read bandwidth {result['bandwidth_gb_per_s']:.1f} GB/s ({result['bandwidth_basis']}); decode roofline "
+          f"{result['roofline_tokens_per_s']:.1f} tokens/s, fp4serve's tg at "
+          f"{100 * result['tg_batch1_fraction_of_roofline']:.1f} % of it; llama.cpp build {result['llama_cpp_build']}")
     print("| test | fp4serve t/s | llama.cpp t/s | fp4serve / llama.cpp |")
     print("|---|---:|---:|---:|")
     for r in rows:
