@@ -441,6 +441,7 @@ void bench(BenchArgs& a) {
     const BandwidthResult r = measure_region_bandwidth(beside_region);
     beside.bytes = r.bytes;
     beside.threads = r.threads;
+    beside.load_bits = r.load_bits;
     beside.seconds += r.seconds;
     beside.pass_gb_per_s.insert(beside.pass_gb_per_s.end(), r.pass_gb_per_s.begin(), r.pass_gb_per_s.end());
     beside.best_gb_per_s = std::max(beside.best_gb_per_s, r.best_gb_per_s);
@@ -524,6 +525,7 @@ void bench(BenchArgs& a) {
                       {"median_gb_per_s", bw.median_gb_per_s},
                       {"passes_gb_per_s", bw.pass_gb_per_s},
                       {"seconds", bw.seconds},
+                      {"load_bits", bw.load_bits},
                       {"buffer_bytes", bw.bytes},
                       {"llc_bytes", bw.llc_bytes}};
     if (probe_beside)
@@ -531,6 +533,7 @@ void bench(BenchArgs& a) {
                                       {"median_gb_per_s", beside.median_gb_per_s},
                                       {"passes_gb_per_s", beside.pass_gb_per_s},
                                       {"seconds", beside.seconds},
+                                      {"load_bits", beside.load_bits},
                                       {"region_bytes", beside.bytes}};
     j["roofline"] = {{"bandwidth_gb_per_s", roofline_gb_per_s},
                      {"bandwidth_basis", probe_beside ? "beside batch-1 decode" : "end-of-run probe"},
@@ -569,7 +572,8 @@ void bench(BenchArgs& a) {
               << fixed(t.tokens_per_s.stddev, 2) << " |\n";
   }
   std::cout << "\nmemory read bandwidth: " << fixed(bw.median_gb_per_s, 2) << " GB/s (median of " << bw.pass_gb_per_s.size()
-            << " passes over " << (bw.bytes >> 20) << " MiB in " << fixed(bw.seconds, 1) << " s, after the tests; best "
+            << " passes of " << bw.load_bits << "-bit loads over " << (bw.bytes >> 20) << " MiB in " << fixed(bw.seconds, 1)
+            << " s, after the tests; best "
             << fixed(bw.best_gb_per_s, 2) << ")\n";
   if (probe_beside)
     std::cout << "beside the batch-1 decode: " << fixed(beside.median_gb_per_s, 2) << " GB/s (median of "

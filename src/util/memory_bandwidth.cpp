@@ -9,6 +9,7 @@
 #include "util/huge_pages.h"
 #include "util/median.h"
 #include "util/thread_pool.h"
+#include "util/word_sum.h"
 
 namespace fp4serve {
 
@@ -36,18 +37,6 @@ std::uint64_t parse_cache_size(const std::string& s) {
   return v;
 }
 
-// Sum of the words in [b, e): eight independent chains so the loads, not the adds, set the pace.
-std::uint64_t sum_words(const std::uint64_t* p, std::int64_t b, std::int64_t e) {
-  std::uint64_t s[8] = {};
-  std::int64_t i = b;
-  for (; i + 8 <= e; i += 8)
-    for (int j = 0; j < 8; ++j) s[j] += p[i + j];
-  for (; i < e; ++i) s[0] += p[i];
-  std::uint64_t t = 0;
-  for (std::uint64_t v : s) t += v;
-  return t;
-}
-
 }  // namespace
 
 std::uint64_t last_level_cache_bytes() {
@@ -71,6 +60,7 @@ void check_options(const BandwidthOptions& options) {
   if (options.passes < 1 || options.passes > 100) fail("memory bandwidth: passes must be 1..100, got ", options.passes);
   if (!(options.min_seconds >= 0.0 && options.min_seconds <= 60.0))
     fail("memory bandwidth: min_seconds must be 0..60, got ", options.min_seconds);
+  word_sum(options.load_bits);  // throws naming load_bits
 }
 
 // One untimed warm-up pass (page tables, TLB, the workers waking up), then options.passes timed
@@ -79,13 +69,15 @@ void check_options(const BandwidthOptions& options) {
 std::uint64_t timed_passes(const std::uint64_t* p, std::int64_t words, const BandwidthOptions& options,
                            BandwidthResult& r, int& passes_run) {
   r.threads = global_thread_pool().size();
+  r.load_bits = options.load_bits != 0 ? options.load_bits : widest_word_sum_bits();
+  const WordSumFn sum_words = word_sum(r.load_bits);
   const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
   std::uint64_t sink = 0;
   int pass = 0;
   for (; pass <= options.passes || (r.seconds < options.min_seconds && pass <= kMaxBandwidthPasses); ++pass) {
     std::vector<std::uint64_t> sums(static_cast<std::size_t>(pieces), 0);
     const auto start = std::chrono::steady_clock::now();
-    parallel_for(pieces, 1, [p, words, &sums](std::int64_t b, std::int64_t e) {
+    parallel_for(pieces, 1, [p, words, sum_words, &sums](std::int64_t b, std::int64_t e) {
       for (std::int64_t piece = b; piece < e; ++piece)
         sums[static_cast<std::size_t>(piece)] = sum_words(p, piece * kPieceWords, std::min(words, (piece + 1) * kPieceWords));
     });

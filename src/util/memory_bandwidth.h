@@ -17,6 +17,9 @@ struct BandwidthOptions {
   int passes = 3;  // timed passes after one untimed warm-up pass (at least this many)
   // More passes until the timed ones add up to this many seconds (at most kMaxBandwidthPasses).
   double min_seconds = 0.0;
+  // Width of the probe's loads (util/word_sum.h): 0 takes the widest the CPU runs, which is what
+  // the decode kernels use; 128, 256 or 512 force one (tests, experiments).
+  int load_bits = 0;
 };
 
 inline constexpr int kMaxBandwidthPasses = 1000;
@@ -31,6 +34,7 @@ struct BandwidthResult {
   double median_gb_per_s = 0.0;
   std::vector<double> pass_gb_per_s;  // every timed pass, in order
   double seconds = 0.0;               // the timed passes' total
+  int load_bits = 0;                  // the width of the loads that read it
 };
 
 // Throws Error when the options are out of range or the buffer cannot be allocated.

@@ -11,6 +11,7 @@
 #include "common/cli_runner.h"
 #include "common/temp_dir.h"
 #include "util/memory_bandwidth.h"
+#include "util/word_sum.h"
 
 namespace {
 
@@ -80,6 +81,7 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
 
   EXPECT_GT(j["bandwidth"]["best_gb_per_s"].get<double>(), 0);
   EXPECT_EQ(j["bandwidth"]["buffer_bytes"], 16u << 20);
+  EXPECT_EQ(j["bandwidth"]["load_bits"], fp4serve::widest_word_sum_bits());  // the widest loads this CPU runs
   // --bandwidth-seconds 0.2: three passes over 16 MiB (the default count), then more until 0.2 s is spent
   // or the cap is reached.
   const auto probe_passes = j["bandwidth"]["passes_gb_per_s"].get<std::vector<double>>();
@@ -134,6 +136,7 @@ TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
   ASSERT_TRUE(beside.is_object()) << j.dump();
   // Three passes before each of the two repetitions and after the last.
   EXPECT_EQ(beside["passes_gb_per_s"].size(), 9u);
+  EXPECT_EQ(beside["load_bits"], fp4serve::widest_word_sum_bits());
   EXPECT_GE(beside["region_bytes"].get<double>(), 64.0 * (1 << 20));
   EXPECT_LT(beside["region_bytes"].get<double>(), j["model"]["weight_bytes"].get<double>());
   EXPECT_LE(beside["median_gb_per_s"].get<double>(), beside["best_gb_per_s"].get<double>());

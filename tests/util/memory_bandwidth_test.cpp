@@ -8,6 +8,7 @@
 #include "common/bandwidth_stopping_rule.h"
 #include "common/expect_error.h"
 #include "util/thread_pool.h"
+#include "util/word_sum.h"
 
 namespace fp4serve {
 namespace {
@@ -61,6 +62,25 @@ TEST(MemoryBandwidth, MinSecondsAddsPassesUntilThatMuchTimeIsMeasured) {
   }
   o.min_seconds = 0.0;  // the count alone, however slow the passes
   EXPECT_EQ(measure_read_bandwidth(o).pass_gb_per_s.size(), 3u);
+}
+
+TEST(MemoryBandwidth, ReadsWithTheWidestLoadsUnlessToldAWidth) {
+  BandwidthOptions o;
+  o.bytes = std::uint64_t{16} << 20;
+  o.passes = 1;
+  EXPECT_EQ(measure_read_bandwidth(o).load_bits, widest_word_sum_bits());
+  // Each width reads the whole buffer: the probe checks the sum of every word it read (a wrong
+  // sum throws), so a loop that skipped or repeated words would fail here.
+  for (int bits : {128, 256, 512}) {
+    if (bits > widest_word_sum_bits()) continue;
+    o.load_bits = bits;
+    const BandwidthResult r = measure_read_bandwidth(o);
+    EXPECT_EQ(r.load_bits, bits);
+    ASSERT_EQ(r.pass_gb_per_s.size(), 1u);
+    EXPECT_GT(r.pass_gb_per_s[0], 0.1);
+  }
+  o.load_bits = 100;
+  testing::expect_error([&] { measure_read_bandwidth(o); }, {"load_bits", "100"});
 }
 
 TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
