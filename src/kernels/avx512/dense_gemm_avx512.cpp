@@ -119,6 +119,10 @@ void rows(const Ctx& c, std::int64_t n0) {
 // each 32-element chunk's even elements first (xp). One row after another is one sequential
 // stream per thread, which the hardware prefetcher follows: 0.96-1.04x a plain load loop, where
 // the four-row loop below with its L2 prefetch streamed 0.65-0.94x (docs/perf.md, session 19).
+// On the session-25 Xeon the prefetcher alone let this loop read 17-19 GB/s where a plain sum
+// read 28-30; one prefetch to L1 per line, 4 KB ahead in the stream, gave 24-29 (docs/perf.md).
+constexpr std::int64_t kStreamPrefetchBytes = 4096;
+
 template <int MB>
 inline void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
   const std::uint8_t* row = c.data + n * c.k * 2;
@@ -127,6 +131,7 @@ inline void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std
   for (int i = 0; i < MB; ++i) even[i] = odd[i] = _mm512_setzero_ps();
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (std::int64_t kk = 0; kk < k32; kk += 32) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + kk * 2 + kStreamPrefetchBytes), _MM_HINT_T0);
     const __m512i h = _mm512_loadu_si512(row + kk * 2);
     const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
     const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(h, high));
