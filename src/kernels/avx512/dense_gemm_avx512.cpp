@@ -1,6 +1,7 @@
 // Dense (BF16, F16, F32) and FP8-E4M3 weight x fp32 GEMM, AVX-512. Each weight vector is
 // converted to fp32 once and used for up to four activation rows; fp32 FMA accumulation. BF16
-// with at most four activation rows (decode: the lm_head, the routers) takes its own loop.
+// has two loops of its own: one row at a time for at most four activation rows (decode: the
+// lm_head, the routers), and four rows x four tokens with a cheaper conversion above that.
 // ISA translation unit: no standard-library templates here (see nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
@@ -63,10 +64,34 @@ struct Ctx {
   float* y;
 };
 
+// Elements [from, k) of R rows x MB tokens in 16-element pieces, each copied into a zero-padded
+// buffer (never read past a row), then the tile's outputs.
+template <class L, int R, int MB>
+inline void finish_tile(const Ctx& c, std::int64_t n0, std::int64_t m0, std::int64_t from, __m512 (&acc)[R][MB]) {
+  const std::int64_t row_bytes = c.k * L::bytes;
+  for (std::int64_t kk = from; kk < c.k; kk += 16) {
+    const std::int64_t left = c.k - kk < 16 ? c.k - kk : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1u);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      alignas(64) std::uint8_t buf[64] = {};
+      std::memcpy(buf, c.data + (n0 + r) * row_bytes + kk * L::bytes, static_cast<std::size_t>(left * L::bytes));
+      const __m512 w = L::load(buf);
+#pragma GCC unroll 4
+      for (int i = 0; i < MB; ++i)
+        acc[r][i] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, c.x + (m0 + i) * c.k + kk), acc[r][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * c.scale;
+}
+
 template <class L, int R, int MB>
 void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
   const std::int64_t row_bytes = c.k * L::bytes;
-  const std::int64_t full = c.k / 16 * 16, rem = c.k - full;
+  const std::int64_t full = c.k / 16 * 16;
   __m512 acc[R][MB];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -83,22 +108,7 @@ void kernel(const Ctx& c, std::int64_t n0, std::int64_t m0) {
       for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_fmadd_ps(w, _mm512_loadu_ps(c.x + (m0 + i) * c.k + kk), acc[r][i]);
     }
   }
-  if (rem != 0) {  // copy the last partial vector into a zero-padded buffer; never read past a row
-    const __mmask16 mask = static_cast<__mmask16>((1u << rem) - 1u);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      alignas(64) std::uint8_t buf[64] = {};
-      std::memcpy(buf, c.data + (n0 + r) * row_bytes + full * L::bytes, static_cast<std::size_t>(rem * L::bytes));
-      const __m512 w = L::load(buf);
-#pragma GCC unroll 4
-      for (int i = 0; i < MB; ++i)
-        acc[r][i] = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(mask, c.x + (m0 + i) * c.k + full), acc[r][i]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int i = 0; i < MB; ++i) c.y[(m0 + i) * c.n + n0 + r] = _mm512_reduce_add_ps(acc[r][i]) * c.scale;
+  finish_tile<L, R, MB>(c, n0, m0, full, acc);
 }
 
 template <class L, int R>
@@ -159,8 +169,9 @@ void bf16_stream_rows(const Ctx& c, const float* xp, std::int64_t k32, std::int6
   for (std::int64_t n = b; n < e; ++n) bf16_stream_row<MB>(c, xp, k32, n);
 }
 
-void bf16_stream(const Ctx& c) {
-  const std::int64_t k32 = c.k / 32 * 32;
+// The activations for the BF16 loops: each 32-element chunk of a row with its even elements
+// first (see bf16_stream_row), in the GEMM scratch. The last k % 32 elements stay in c.x.
+const float* bf16_activations(const Ctx& c, std::int64_t k32) {
   const auto xp_bytes = static_cast<std::size_t>(c.m * k32) * sizeof(float);
   auto* xp = static_cast<float*>(thread_scratch(kScratchGemmActivations, xp_bytes));
   const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
@@ -171,6 +182,12 @@ void bf16_stream(const Ctx& c) {
       _mm512_store_ps(xp + i * k32 + kk, _mm512_permutex2var_ps(a, even_idx, b));
       _mm512_store_ps(xp + i * k32 + kk + 16, _mm512_permutex2var_ps(a, odd_idx, b));
     }
+  return xp;
+}
+
+void bf16_stream(const Ctx& c) {
+  const std::int64_t k32 = c.k / 32 * 32;
+  const float* xp = bf16_activations(c, k32);
   parallel_for(c.n, 16, [&c, xp, k32](std::int64_t b, std::int64_t e) {
     switch (c.m) {
       case 1: return bf16_stream_rows<1>(c, xp, k32, b, e);
@@ -178,6 +195,68 @@ void bf16_stream(const Ctx& c) {
       case 3: return bf16_stream_rows<3>(c, xp, k32, b, e);
       default: return bf16_stream_rows<4>(c, xp, k32, b, e);
     }
+  });
+}
+
+// BF16 above four activation rows (batched decode's lm_head, BF16 prefill without AMX): four rows
+// x four tokens per loop, as the generic loop below, but with the stream's conversion: one shift
+// and one mask per 32 weights instead of a 16-bit widening (a port-5 permute) and a shift per 16,
+// on the ports the FMAs need. `kernels_bench` bf16_m16 / bf16_m64: 179-196 / 201-229 GFLOP/s
+// against 157-166 / 167-190 (docs/perf.md, session 25). Two rows x eight tokens ran slower
+// (122-135 / 126-134): eight tokens' activations (64 KB at k = 2048) spill from L1. The first
+// token tile prefetches the next rows; the others find the rows in L1.
+constexpr std::int64_t kTileRows = 4;
+constexpr std::int64_t kTileTokens = 4;
+
+template <int R, int MB>
+void bf16_tile(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n0, std::int64_t m0) {
+  const std::int64_t row_bytes = c.k * 2;
+  __m512 acc[R][MB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) acc[r][i] = _mm512_setzero_ps();
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  const bool first_tile = m0 == 0;
+  for (std::int64_t kk = 0; kk < k32; kk += 32) {
+    __m512 lo[R], hi[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* p = c.data + (n0 + r) * row_bytes + kk * 2;
+      if (first_tile) _mm_prefetch(reinterpret_cast<const char*>(p + R * row_bytes), _MM_HINT_T0);
+      const __m512i h = _mm512_loadu_si512(p);
+      lo[r] = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+      hi[r] = _mm512_castsi512_ps(_mm512_and_si512(h, high));
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512 xe = _mm512_load_ps(xp + (m0 + i) * k32 + kk), xo = _mm512_load_ps(xp + (m0 + i) * k32 + kk + 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][i] = _mm512_fmadd_ps(hi[r], xo, _mm512_fmadd_ps(lo[r], xe, acc[r][i]));
+    }
+  }
+  finish_tile<Bf16, R, MB>(c, n0, m0, k32, acc);  // the last 1..31 elements
+}
+
+template <int R>
+void bf16_tiles(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n0) {
+  std::int64_t m0 = 0;
+  for (; m0 + kTileTokens <= c.m; m0 += kTileTokens) bf16_tile<R, kTileTokens>(c, xp, k32, n0, m0);
+  switch (c.m - m0) {
+    case 1: return bf16_tile<R, 1>(c, xp, k32, n0, m0);
+    case 2: return bf16_tile<R, 2>(c, xp, k32, n0, m0);
+    case 3: return bf16_tile<R, 3>(c, xp, k32, n0, m0);
+    default: return;
+  }
+}
+
+void bf16_batched(const Ctx& c) {
+  const std::int64_t k32 = c.k / 32 * 32;
+  const float* xp = bf16_activations(c, k32);
+  parallel_for(c.n, 16, [&c, xp, k32](std::int64_t b, std::int64_t e) {
+    std::int64_t n0 = b;
+    for (; n0 + kTileRows <= e; n0 += kTileRows) bf16_tiles<kTileRows>(c, xp, k32, n0);
+    for (; n0 < e; ++n0) bf16_tiles<1>(c, xp, k32, n0);
   });
 }
 
@@ -197,7 +276,7 @@ void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
   const Ctx c{x, m, w.k, w.n, w.data, w.kind == SchemeKind::FP8 ? w.weight_scale_2 : 1.0f, y};
   if (w.kind == SchemeKind::FP8) return run<Fp8>(c);
   switch (w.dtype) {
-    case DType::BF16: return c.m <= kMaxMb ? bf16_stream(c) : run<Bf16>(c);
+    case DType::BF16: return c.m <= kMaxMb ? bf16_stream(c) : bf16_batched(c);
     case DType::F16: return run<F16>(c);
     case DType::F32: return run<F32>(c);
     default: isa_unsupported("avx512 dense GEMM: weight dtype not supported");
