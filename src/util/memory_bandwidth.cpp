@@ -60,7 +60,7 @@ void check_options(const BandwidthOptions& options) {
   if (options.passes < 1 || options.passes > 100) fail("memory bandwidth: passes must be 1..100, got ", options.passes);
   if (!(options.min_seconds >= 0.0 && options.min_seconds <= 60.0))
     fail("memory bandwidth: min_seconds must be 0..60, got ", options.min_seconds);
-  word_sum(options.load_bits);  // throws naming load_bits
+  word_sum(options.load_bits);  // throws naming load_bits, before any buffer is allocated
 }
 
 // One untimed warm-up pass (page tables, TLB, the workers waking up), then options.passes timed
@@ -69,8 +69,9 @@ void check_options(const BandwidthOptions& options) {
 std::uint64_t timed_passes(const std::uint64_t* p, std::int64_t words, const BandwidthOptions& options,
                            BandwidthResult& r, int& passes_run) {
   r.threads = global_thread_pool().size();
-  r.load_bits = options.load_bits != 0 ? options.load_bits : widest_word_sum_bits();
-  const WordSumFn sum_words = word_sum(r.load_bits);
+  const WordSum word_sum_loop = word_sum(options.load_bits);
+  const WordSumFn sum_words = word_sum_loop.fn;
+  r.load_bits = word_sum_loop.load_bits;
   const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
   std::uint64_t sink = 0;
   int pass = 0;

@@ -2,6 +2,7 @@
 
 #include <immintrin.h>
 
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace fp4serve {
@@ -63,10 +64,9 @@ __attribute__((target("avx512f"))) std::uint64_t sum_512(const std::uint64_t* p,
   return s + sum_tail(p, i, e);
 }
 
-// libgcc's checks include the OS's XSAVE support for the wider registers.
 bool runs(int bits) {
-  if (bits == 512) return __builtin_cpu_supports("avx512f");
-  if (bits == 256) return __builtin_cpu_supports("avx2");
+  if (bits == 512) return cpu_features().usable(CpuFeature::AVX512F);
+  if (bits == 256) return cpu_features().usable(CpuFeature::AVX2);
   return bits == 128;
 }
 
@@ -74,13 +74,16 @@ bool runs(int bits) {
 
 int widest_word_sum_bits() { return runs(512) ? 512 : runs(256) ? 256 : 128; }
 
-WordSumFn word_sum(int load_bits) {
+WordSum word_sum(int load_bits) {
   if (load_bits == 0) load_bits = widest_word_sum_bits();
   if (load_bits != 128 && load_bits != 256 && load_bits != 512)
     fail("memory bandwidth: load_bits must be 0, 128, 256 or 512, got ", load_bits);
-  if (!runs(load_bits))
-    fail("memory bandwidth: load_bits ", load_bits, " needs ", load_bits == 512 ? "AVX-512F" : "AVX2", ", which this CPU lacks");
-  return load_bits == 512 ? sum_512 : load_bits == 256 ? sum_256 : sum_128;
+  if (!runs(load_bits)) {
+    const CpuFeature needed = load_bits == 512 ? CpuFeature::AVX512F : CpuFeature::AVX2;
+    fail("memory bandwidth: load_bits ", load_bits, " needs ", load_bits == 512 ? "AVX-512F" : "AVX2",
+         ", which is not usable here: ", cpu_features().missing({needed}).front());
+  }
+  return {load_bits == 512 ? sum_512 : load_bits == 256 ? sum_256 : sum_128, load_bits};
 }
 
 }  // namespace fp4serve

@@ -238,7 +238,7 @@ TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
   ASSERT_EQ(run_cli("synth --preset tiny --seed 6 --quiet --out " + dir).code, 0);
   const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 2 --reps 1 --bandwidth-mib 16 --bandwidth-seconds 0 --check-weights");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "GB/s (median of ", "; best ",
+  for (const char* s : {"| pp4 ", "| tg2 ", "memory read bandwidth:", "GB/s (median of ", "-bit loads over ", "; best ",
                         "decode roofline:", "at the bandwidth after the tests",
                         "of the after-tests median's", "of its best pass's", "start to first token:", "VmHWM", "check-weights: ",
                         "weights mapped in 2 MiB pages: "})

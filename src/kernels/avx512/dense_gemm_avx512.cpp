@@ -128,7 +128,8 @@ void rows(const Ctx& c, std::int64_t n0) {
 // fp32, masking its low half the odd ones, so the activations are stored once per call with
 // each 32-element chunk's even elements first (xp). One row after another is one sequential
 // stream per thread, which the hardware prefetcher follows: 0.96-1.04x a plain load loop, where
-// the four-row loop below with its L2 prefetch streamed 0.65-0.94x (docs/perf.md, session 19).
+// the generic four-row loop (`kernel` above) with its L2 prefetch streamed 0.65-0.94x (docs/perf.md,
+// session 19).
 // On the session-25 Xeon the prefetcher alone let this loop read 17-19 GB/s where a plain sum
 // read 28-30; one prefetch to L1 per line, 4 KB ahead in the stream, gave 24-29 (docs/perf.md).
 constexpr std::int64_t kStreamPrefetchBytes = 4096;
