@@ -6,7 +6,7 @@
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
 // among M activation rows. attention_decode_30b: one decode step's attention over all 48 layers' cached keys and
-// values at a given depth. Results and predictions: docs/perf.md.
+// values at a given depth; attention_prefill_30b: one layer's attention for a 512-token prefill chunk at a depth. Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -116,60 +116,98 @@ void moe_decode(benchmark::State& state, const Backend* b) {
   report_roofline(state, static_cast<double>(state.iterations() * per_token));
 }
 
-// One decode step's attention over every layer of Qwen3-30B-A3B (48 layers, 32 query heads on 4
-// KV heads of 128) with `past` positions cached: the cache in blocks of 16 tokens, laid out as
-// the engine's (all layers of a block together), of `dtype` elements (--kv-cache-dtype), on 2 MiB
-// pages (huge = true) or the heap's. Reports the cached keys and values read per second against
-// the roofline.
-void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge, DType dtype) {
-  constexpr std::int64_t kLayers = 48, kHeads = 32, kKvHeads = 4, kDim = 128, kBlock = 16;
-  const std::int64_t row = kKvHeads * kDim, blocks = (past + 1 + kBlock - 1) / kBlock;
-  const std::int64_t block_elements = 2 * kLayers * kBlock * row;
-  const auto bytes_per = static_cast<std::int64_t>(kv_element_bytes(dtype));
-  const auto total = static_cast<std::size_t>(blocks * block_elements * bytes_per);
+// Qwen3-30B-A3B's attention (48 layers, 32 query heads on 4 KV heads of 128) over a cache of
+// `positions` tokens in blocks of 16, laid out as the engine's (all layers of a block together),
+// of `dtype` elements (--kv-cache-dtype), on 2 MiB pages (huge = true) or the heap's.
+struct BenchKvCache {
+  static constexpr std::int64_t kLayers = 48, kHeads = 32, kKvHeads = 4, kDim = 128, kBlock = 16;
+  static constexpr std::int64_t kRow = kKvHeads * kDim;
   HugePageBuffer on_huge;
   std::vector<std::byte> on_heap;
-  std::byte* cache = nullptr;
-  if (huge) {
-    on_huge = HugePageBuffer(total, "kernels_bench KV cache");
-    cache = static_cast<std::byte*>(on_huge.data());
-  } else {
-    on_heap.resize(total);
-    cache = on_heap.data();
-  }
-  Rng rng(3);
-  constexpr std::int64_t kFill = 1 << 16;
-  const auto fill = random_activations(rng, 1, kFill);
-  const auto elements = static_cast<std::int64_t>(total) / bytes_per;
-  for (std::int64_t i = 0; i < elements; i += kFill)
-    store_kv_row(cache + i * bytes_per, dtype, fill.data(), std::min(kFill, elements - i));
   std::vector<const std::byte*> block_ptrs;
-  for (std::int64_t i = 0; i < blocks; ++i) block_ptrs.push_back(cache + i * block_elements * bytes_per);
-  const auto q = random_activations(rng, 1, kHeads * kDim);
-  std::vector<float> out(static_cast<std::size_t>(kHeads * kDim));
-  AttentionArgs a;
-  a.q = q.data();
-  a.out = out.data();
-  a.kv_blocks = block_ptrs.data();
-  a.kv_dtype = dtype;
-  a.block_tokens = kBlock;
-  a.m = 1;
-  a.past = past;
-  a.num_heads = kHeads;
-  a.num_kv_heads = kKvHeads;
-  a.head_dim = kDim;
-  a.scale = 1.0f / 11.3137085f;  // 128^-0.5
+
+  BenchKvCache(std::int64_t positions, bool huge, DType dtype) {
+    const std::int64_t blocks = (positions + kBlock - 1) / kBlock, block_elements = 2 * kLayers * kBlock * kRow;
+    const auto bytes_per = static_cast<std::int64_t>(kv_element_bytes(dtype));
+    const auto total = static_cast<std::size_t>(blocks * block_elements * bytes_per);
+    std::byte* cache = nullptr;
+    if (huge) {
+      on_huge = HugePageBuffer(total, "kernels_bench KV cache");
+      cache = static_cast<std::byte*>(on_huge.data());
+    } else {
+      on_heap.resize(total);
+      cache = on_heap.data();
+    }
+    Rng rng(3);
+    constexpr std::int64_t kFill = 1 << 16;
+    const auto fill = random_activations(rng, 1, kFill);
+    const auto elements = static_cast<std::int64_t>(total) / bytes_per;
+    for (std::int64_t i = 0; i < elements; i += kFill)
+      store_kv_row(cache + i * bytes_per, dtype, fill.data(), std::min(kFill, elements - i));
+    for (std::int64_t i = 0; i < blocks; ++i) block_ptrs.push_back(cache + i * block_elements * bytes_per);
+  }
+
+  // m query tokens after `past` cached ones, layer 0.
+  AttentionArgs args(const float* q, float* out, std::int64_t m, std::int64_t past, DType dtype) const {
+    AttentionArgs a;
+    a.q = q;
+    a.out = out;
+    a.kv_blocks = block_ptrs.data();
+    a.kv_dtype = dtype;
+    a.block_tokens = kBlock;
+    a.m = m;
+    a.past = past;
+    a.num_heads = kHeads;
+    a.num_kv_heads = kKvHeads;
+    a.head_dim = kDim;
+    a.scale = 1.0f / 11.3137085f;  // 128^-0.5
+    return a;
+  }
+  static void point_at_layer(AttentionArgs& a, std::int64_t l) {
+    a.k_offset = 2 * l * kBlock * kRow;
+    a.v_offset = (2 * l + 1) * kBlock * kRow;
+  }
+};
+
+// One decode step's attention over every layer with `past` positions cached. Reports the cached
+// keys and values read per second against the roofline.
+void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge, DType dtype) {
+  using C = BenchKvCache;
+  const C cache(past + 1, huge, dtype);
+  Rng rng(4);
+  const auto q = random_activations(rng, 1, C::kHeads * C::kDim);
+  std::vector<float> out(static_cast<std::size_t>(C::kHeads * C::kDim));
+  AttentionArgs a = cache.args(q.data(), out.data(), 1, past, dtype);
   for (auto _ : state) {
-    for (std::int64_t l = 0; l < kLayers; ++l) {
-      a.k_offset = 2 * l * kBlock * row;
-      a.v_offset = (2 * l + 1) * kBlock * row;
+    for (std::int64_t l = 0; l < C::kLayers; ++l) {
+      C::point_at_layer(a, l);
       b->attention.attention->run(a);
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = static_cast<double>(kLayers * 2 * (past + 1) * row * bytes_per);
+  const double bytes = static_cast<double>(C::kLayers * 2 * (past + 1) * C::kRow * static_cast<std::int64_t>(kv_element_bytes(dtype)));
   state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * bytes));
   report_roofline(state, static_cast<double>(state.iterations()) * bytes);
+}
+
+// One layer's attention for a prefill chunk of m tokens after `past` cached ones (a long prompt's
+// later chunks: `serve --prefill-chunk`, bench -d). Reports GFLOP/s of the causal q.k and p.v
+// products (2 * 2 * head_dim flops per query head and visible position).
+void attention_prefill(benchmark::State& state, const Backend* b, std::int64_t m, std::int64_t past, DType dtype) {
+  using C = BenchKvCache;
+  const C cache(past + m, true, dtype);
+  Rng rng(5);
+  const auto q = random_activations(rng, m, C::kHeads * C::kDim);
+  std::vector<float> out(static_cast<std::size_t>(m * C::kHeads * C::kDim));
+  AttentionArgs a = cache.args(q.data(), out.data(), m, past, dtype);
+  C::point_at_layer(a, 0);
+  for (auto _ : state) {
+    b->attention.attention->run(a);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double visible = static_cast<double>(m) * static_cast<double>(past) + static_cast<double>(m * (m + 1) / 2);
+  const double flops = 4.0 * C::kDim * C::kHeads * visible;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The roofline itself, measured again (best of 3 passes over >= 512 MiB, all pool threads).
@@ -241,6 +279,12 @@ bool register_all() {
                   ->UseRealTime()
                   ->Unit(benchmark::kMillisecond);
             }
+      if (b.attention.present())
+        for (std::int64_t past : {0, 1536, 7680})
+          benchmark::RegisterBenchmark(("attention_prefill_30b/" + b.name + "/m:512/past:" + std::to_string(past) + "/f32").c_str(),
+                                       [&b, past](benchmark::State& st) { attention_prefill(st, &b, 512, past, DType::F32); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

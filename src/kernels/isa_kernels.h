@@ -29,6 +29,9 @@ namespace avx512 {
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void attention(const AttentionArgs& args);  // head_dim % 16 == 0
+// Prefill with head_dim % 16 == 0, head_dim <= 128 and grouped heads (attention() picks it):
+// flash attention over tiles of query tokens x the heads of one KV head.
+void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
 void conv1d(const Conv1dArgs& args);                            // pre-activations only
 void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx512

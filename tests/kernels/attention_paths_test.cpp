@@ -1,5 +1,6 @@
-// The SIMD attention backends' separate paths against the reference: per (token, KV head) with
-// every query head of the group (prefill), per (token, head) (decode over a short cache), per
+// The SIMD attention backends' separate paths against the reference: prefill (AVX-512: tiles of
+// tokens, more in attention_prefill_test.cpp; AVX2: per (token, KV head) with every query head of
+// the group), per (token, head) (decode over a short cache), per
 // (token, KV head, slice of positions) (decode over a long cache), each head_dim from 16 to
 // 128 (register-resident, head_dim / 16 as a template argument) and a wider one, position
 // counts around the 16-position blocks, paged caches with blocks of 1, 5 and 16 tokens, and
@@ -23,7 +24,7 @@ void check(const Case& c, float amplitude) {
 }
 
 TEST(AttentionPaths, GroupedPrefillMatchesReference) {
-  // m * kv >= 4 * threads picks the grouped path on machines up to 20 threads.
+  // m * kv >= 4 * threads picks the prefill path on machines up to 20 threads.
   for (std::int64_t dim : {16, 32, 48, 64, 80, 96, 112, 128})
     for (const Case& c : {Case{8, 2, dim, 40, 0}, Case{6, 2, dim, 41, 23}})
       check(c, 1.0f);

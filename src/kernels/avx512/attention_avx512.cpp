@@ -7,10 +7,8 @@
 // FMA, and the 16 dot products of a block of positions are summed horizontally together (one
 // transpose-and-add tree, ~3 instructions per position instead of ~9 for one reduction each).
 // Positions walk the paged cache block by block without a division per position.
-//  - Prefill (enough tasks): one task per (query token, KV head) computes all the query heads
-//    that share that KV head, a block of positions at a time, so each key/value row comes from
-//    L2 once per block and from L1 for the other heads (Qwen3-30B-A3B: 8 heads per KV head).
-//    Reading each row from L2 once per head was the limit at 512 positions.
+//  - Prefill (enough tasks): tiles of query tokens x the query heads of one KV head, flash
+//    attention in attention_prefill_avx512.cpp.
 //  - Decode (few tasks) over a long cache: the grouped tasks, each over a slice of the
 //    positions (flash-decoding, kernels/attention_split.h). Splitting by head instead read every
 //    key and value row once per query head (8 times) from L2 or memory.
@@ -28,6 +26,7 @@
 #include "kernels/attention_split.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/kv_cache.h"
+#include "kernels/avx512/attention_rows.h"
 #include "kernels/kv_isa.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
@@ -38,49 +37,8 @@ namespace {
 
 // Heads up to 256 wide keep their accumulators in registers; wider ones take several passes.
 constexpr std::int64_t kMaxVecs = 16;
-
-// Elements [i, i + 16) of a row, widened to fp32.
-template <Kv E>
-inline __m512 load16(const std::byte* row, std::int64_t i) {
-  const std::byte* p = row + i * kKvElementBytes<E>;
-  if constexpr (E == Kv::F32) {
-    return _mm512_loadu_ps(p);
-  } else {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    if constexpr (E == Kv::F16) return _mm512_cvtph_ps(h);
-    else return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  }
-}
-
-// Row p of one cache side (key or value) of one KV head, walking positions in order.
-class RowWalker {
- public:
-  RowWalker(const AttentionArgs& a, std::int64_t side_offset, std::int64_t kvh, std::int64_t first = 0)
-      : blocks_(a.kv_blocks), block_tokens_(a.block_tokens),
-        stride_(a.num_kv_heads * a.head_dim * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))),
-        offset_((side_offset + kvh * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))) {
-    if (first > 0) {
-      block_ = first / block_tokens_;
-      in_block_ = first % block_tokens_;
-      base_ = blocks_[block_++] + offset_;
-    }
-  }
-  // The next position's row (the first call gives position `first`).
-  const std::byte* next() {
-    if (in_block_ == block_tokens_ || base_ == nullptr) {
-      base_ = blocks_[block_] + offset_;
-      ++block_;
-      in_block_ = 0;
-    }
-    return base_ + (in_block_++) * stride_;
-  }
-
- private:
-  const std::byte* const* blocks_;
-  std::int64_t block_tokens_, stride_, offset_;  // bytes
-  const std::byte* base_ = nullptr;
-  std::int64_t block_ = 0, in_block_ = 0;
-};
+// The prefill tiles keep head_dim / 16 <= 8 vectors of a row's value sums in registers.
+constexpr std::int64_t kMaxTileVecs = 8;
 
 // {sum(v[0]), ..., sum(v[15])}: pairs within 128-bit lanes, then quads, then across lanes.
 __m512 hsum16(const __m512* v) {
@@ -187,18 +145,17 @@ inline void prefetch_rows(RowWalker& w, std::int64_t count, std::int64_t row_byt
   }
 }
 
-// All query heads of KV head g for query token i over positions [first, last), blocks of 16
-// through L1. part == nullptr: the whole range [0, visible), normalized into a.out.
+// All query heads of KV head g for query token i over positions [first, last) (one slice of a
+// split decode), blocks of 16 through L1; the unnormalized sums go to `part`.
 template <Kv E, int V>
-void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
-                    const SlicePartial* part) {
+void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
+                    const SlicePartial& part) {
   constexpr std::int64_t kBlock = 16;
   const std::int64_t D = a.head_dim, visible = last - first;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kBlock - 1) / kBlock * kBlock;  // scores row per head
-  float* scores = static_cast<float*>(
-      thread_scratch(kScratchAttention, static_cast<std::size_t>(G * (stride + D)) * sizeof(float)));
-  float* accs = scores + G * stride;  // [G][D] V accumulators between blocks
+  float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * stride) * sizeof(float)));
+  float* accs = part.acc;  // [G][D]: the slice's sums go straight to its partial
   const float* q = a.q + (i * a.num_heads + h0) * D;
   const __m512 scale = _mm512_set1_ps(a.scale);
   const std::byte* rows[kBlock];
@@ -214,11 +171,9 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     }
   };
 
-  // Only split decode prefetches (measured there); prefill's rows are reused from L2 by the next
-  // tokens' tasks. `ahead` = `visible` turns the prefetch off.
-  const std::int64_t ahead = part != nullptr ? kAheadRows : visible;
+  const std::int64_t ahead = kAheadRows;
   RowWalker keys(a, a.k_offset, g, first), keys_ahead(a, a.k_offset, g, first);
-  for (std::int64_t j = 0; part != nullptr && j < ahead && j < visible; ++j) keys_ahead.next();
+  for (std::int64_t j = 0; j < ahead && j < visible; ++j) keys_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
@@ -242,12 +197,10 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     }
   }
 
-  float inv[kMaxGroup];
-  for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx512::softmax_numerators, part, h);
-  if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
+  for (std::int64_t h = 0; h < G; ++h) slice_softmax(scores + h * stride, visible, avx512::softmax_numerators, &part, h);
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
   RowWalker values(a, a.v_offset, g, first), values_ahead(a, a.v_offset, g, first);
-  for (std::int64_t j = 0; part != nullptr && j < ahead && j < visible; ++j) values_ahead.next();
+  for (std::int64_t j = 0; j < ahead && j < visible; ++j) values_ahead.next();
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
@@ -265,50 +218,23 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
       for (int v = 0; v < V; ++v) _mm512_storeu_ps(ah + 16 * v, acc[v]);
     }
   }
-  if (part != nullptr) return;
-  float* out = a.out + (i * a.num_heads + h0) * D;
-  for (std::int64_t h = 0; h < G; ++h) {
-    const __m512 sc = _mm512_set1_ps(inv[h]);
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + h * D + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(accs + h * D + 16 * v), sc));
-  }
-}
-
-template <Kv E, int V>
-void kv_group_regs(const AttentionArgs& a, std::int64_t i, std::int64_t g) {
-  kv_group_range<E, V>(a, i, g, 0, a.past + i + 1, nullptr);
-}
-
-template <Kv E, int V>
-void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
-                    const SlicePartial& part) {
-  kv_group_range<E, V>(a, i, g, first, last, &part);
 }
 
 using HeadFn = void (*)(const AttentionArgs&, std::int64_t, std::int64_t);
 
-// The grouped kernel of one head width: over all positions (prefill) and over a slice (split decode).
-struct GroupFns {
-  HeadFn whole = nullptr;
-  SliceKernel slice = nullptr;
-};
-
-template <Kv E, int V>
-GroupFns group_fns_of() {
-  return {kv_group_regs<E, V>, kv_group_slice<E, V>};
-}
-
+// The grouped slice kernel of one head width (split decode).
 template <Kv E>
-GroupFns group_fns(std::int64_t head_dim) {
+SliceKernel group_slice_fn(std::int64_t head_dim) {
   switch (head_dim / 16) {
-    case 1: return group_fns_of<E, 1>();
-    case 2: return group_fns_of<E, 2>();
-    case 3: return group_fns_of<E, 3>();
-    case 4: return group_fns_of<E, 4>();
-    case 5: return group_fns_of<E, 5>();
-    case 6: return group_fns_of<E, 6>();
-    case 7: return group_fns_of<E, 7>();
-    case 8: return group_fns_of<E, 8>();
-    default: return {};
+    case 1: return kv_group_slice<E, 1>;
+    case 2: return kv_group_slice<E, 2>;
+    case 3: return kv_group_slice<E, 3>;
+    case 4: return kv_group_slice<E, 4>;
+    case 5: return kv_group_slice<E, 5>;
+    case 6: return kv_group_slice<E, 6>;
+    case 7: return kv_group_slice<E, 7>;
+    case 8: return kv_group_slice<E, 8>;
+    default: return nullptr;
   }
 }
 
@@ -330,19 +256,14 @@ HeadFn head_fn(std::int64_t head_dim) {
 template <Kv E>
 void attention_of(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
-  const GroupFns grouped = group > 1 && group <= kMaxGroup ? group_fns<E>(a.head_dim) : GroupFns{};
-  if (grouped.whole != nullptr) {
-    // Four tasks per thread at least (prefill); else, over a long cache, the same tasks over
-    // slices of the positions (decode, kernels/attention_split.h).
-    if (a.m * a.num_kv_heads >= 4 * kernel_threads()) {
-      parallel_for(a.m * a.num_kv_heads, 1, [&a, &grouped](std::int64_t b, std::int64_t e) {
-        for (std::int64_t t = b; t < e; ++t) grouped.whole(a, t / a.num_kv_heads, t % a.num_kv_heads);
-      });
-      return;
-    }
-    if (const std::int64_t splits = attention_splits(a, kernel_threads()); splits >= 2)
-      return split_attention(a, splits, grouped.slice);
-  }
+  // Four (token, KV head) tasks per thread at least (prefill): tiles of tokens
+  // (attention_prefill_avx512.cpp).
+  if (a.head_dim <= 16 * kMaxTileVecs && a.m * a.num_kv_heads >= 4 * kernel_threads())
+    return attention_prefill_tiles(a, kernel_threads());
+  // Else, over a long cache, slices of the positions (decode, kernels/attention_split.h).
+  const SliceKernel slice = group > 1 && group <= kMaxGroup ? group_slice_fn<E>(a.head_dim) : nullptr;
+  if (slice != nullptr)
+    if (const std::int64_t splits = attention_splits(a, kernel_threads()); splits >= 2) return split_attention(a, splits, slice);
   // Decode over a short cache: the per-head split, so every core has work.
   const HeadFn fn = head_fn<E>(a.head_dim);
   parallel_for(a.m * a.num_heads, 1, [&a, fn](std::int64_t b, std::int64_t e) {

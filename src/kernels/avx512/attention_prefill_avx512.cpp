@@ -1,0 +1,299 @@
+// Causal GQA attention for a prefill, AVX-512: flash attention over tiles of query rows.
+//
+// A task takes up to kTileTokens consecutive query tokens and every query head that shares one
+// KV head (Qwen3-30B-A3B: 16 tokens x 8 heads = 128 query rows), and walks the visible positions
+// in chunks of kChunk:
+//  1. scores: each block of 32 key rows is transposed once (dimension-major, two vectors of
+//     positions per dimension) and then serves every query row of the tile: per dimension two
+//     loads and one broadcast per row feed two FMAs per row (8 rows: 16 accumulators), so the
+//     FMAs no longer wait on a load each, and no horizontal sums are left to do;
+//  2. per query row, the chunk's softmax numerators and the running max and sum
+//     (kernels/online_softmax.h), so a task's buffers stay the size of one chunk at any depth;
+//  3. values: per block of 32 value rows, each group of query rows keeps its head_dim-wide
+//     accumulators in registers over the block (3 rows x 8 vectors for head_dim 128).
+// Reading each key and value row once per tile instead of once per query token is what lifts
+// this above the per-token kernel (attention_avx512.cpp) at depth, where the rows of one KV head
+// no longer fit in L2 (docs/perf.md, session 26).
+//
+// A row's dot product runs over the dimensions in order in one fp32 FMA chain; its value sums
+// run over its visible positions in order: a token's output does not depend on which tile or
+// thread computed it. Positions past a token's own (the causal mask) never enter its sums.
+// ISA translation unit: no standard-library templates here.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/avx512/attention_rows.h"
+#include "kernels/isa_kernels.h"
+#include "kernels/kv_cache.h"
+#include "kernels/kv_isa.h"
+#include "kernels/online_softmax.h"
+#include "kernels/scratch.h"
+#include "util/thread_pool.h"
+
+namespace fp4serve::kernels::avx512 {
+
+namespace {
+
+constexpr std::int64_t kTileTokens = 16;
+constexpr std::int64_t kMaxTileRows = 128;  // query rows (tokens x heads of the group): 256 KB of scratch at head_dim 128
+constexpr std::int64_t kChunk = 256;  // positions per softmax step
+constexpr std::int64_t kBlock = 32;   // positions per transposed key block and per value block
+constexpr int kScoreRows = 6;         // query rows per score kernel: 2 chains x 2 x 6 accumulators
+constexpr int kValueRegs = 24;        // accumulators of the value kernel
+
+// Transposes 16 rows of 16 floats in place: r[j] becomes column j.
+inline void transpose16(__m512* r) {
+  __m512 t[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  // u[4k + c], 128-bit lane l: column 4l + c of rows 4k .. 4k + 3.
+  __m512 u[16];
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
+
+// kt[d * kBlock + j] = element d of key row j (j < n; zero for the missing rows of a short block).
+template <Kv E>
+void transpose_keys(const std::byte* const* rows, std::int64_t n, std::int64_t D, float* kt) {
+  for (std::int64_t half = 0; half < kBlock / 16; ++half) {
+    for (std::int64_t d0 = 0; d0 < D; d0 += 16) {
+      __m512 r[16];
+      for (std::int64_t j = 0; j < 16; ++j) {
+        const std::int64_t row = 16 * half + j;
+        r[j] = row < n ? load16<E>(rows[row], d0) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      for (std::int64_t e = 0; e < 16; ++e) _mm512_store_ps(kt + (d0 + e) * kBlock + 16 * half, r[e]);
+    }
+  }
+}
+
+// s[r * s_stride + j] = scale * (q row r . key j) for R query rows (q, D apart) and the block's 32
+// keys (kt). Each dot product runs as two FMA chains (even and odd dimensions) added at the end:
+// one chain of 128 terms was 1.4x the two-pass kernel's error on large scores (2.8e-6 against the
+// double-precision reference).
+template <int R>
+__attribute__((noinline)) void score_rows(const float* q, std::int64_t D, const float* kt, float scale, float* s,
+                                          std::int64_t s_stride) {
+  __m512 lo[2][R], hi[2][R];
+  for (int c = 0; c < 2; ++c)
+    for (int r = 0; r < R; ++r) lo[c][r] = hi[c][r] = _mm512_setzero_ps();
+  for (std::int64_t d = 0; d < D; d += 2) {
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      const __m512 k0 = _mm512_load_ps(kt + (d + c) * kBlock), k1 = _mm512_load_ps(kt + (d + c) * kBlock + 16);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512 b = _mm512_set1_ps(q[r * D + d + c]);
+        lo[c][r] = _mm512_fmadd_ps(b, k0, lo[c][r]);
+        hi[c][r] = _mm512_fmadd_ps(b, k1, hi[c][r]);
+      }
+    }
+  }
+  const __m512 sc = _mm512_set1_ps(scale);
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(s + r * s_stride, _mm512_mul_ps(_mm512_add_ps(lo[0][r], lo[1][r]), sc));
+    _mm512_storeu_ps(s + r * s_stride + 16, _mm512_mul_ps(_mm512_add_ps(hi[0][r], hi[1][r]), sc));
+  }
+}
+
+using ScoreFn = void (*)(const float*, std::int64_t, const float*, float, float*, std::int64_t);
+constexpr ScoreFn kScoreFns[kScoreRows] = {score_rows<1>, score_rows<2>, score_rows<3>,
+                                           score_rows<4>, score_rows<5>, score_rows<6>};
+
+// o[r * D ...] += sum over j in [0, n) of p[r * p_stride + j] * value row j, for R query rows;
+// V = D / 16 vectors per row.
+template <int V, int R>
+__attribute__((noinline)) void value_rows(const float* const* rows, std::int64_t n, const float* p,
+                                          std::int64_t p_stride, float* o) {
+  constexpr std::int64_t D = 16 * V;
+  __m512 acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_loadu_ps(o + r * D + 16 * v);
+  for (std::int64_t j = 0; j < n; ++j) {
+    const float* row = rows[j];
+    __m512 b[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) b[r] = _mm512_set1_ps(p[r * p_stride + j]);
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) {
+      __m512 x = _mm512_loadu_ps(row + 16 * v);
+      // One load per vector of the row, not one per query row: left to itself GCC folds the
+      // load into each FMA, and three loads per three FMAs made this loop wait on the load ports.
+      __asm__("" : "+v"(x));
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r][v] = _mm512_fmadd_ps(b[r], x, acc[r][v]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(o + r * D + 16 * v, acc[r][v]);
+}
+
+template <int V>
+constexpr int kValueRows = kValueRegs / V < 8 ? kValueRegs / V : 8;
+
+using ValueFn = void (*)(const float* const*, std::int64_t, const float*, std::int64_t, float*);
+
+// rows: 1 .. kValueRows<V> (the instances past it are never called).
+template <int V>
+ValueFn value_fn(std::int64_t rows) {
+  constexpr ValueFn fns[8] = {value_rows<V, 1>, value_rows<V, 2>, value_rows<V, 3>, value_rows<V, 4>,
+                              value_rows<V, 5>, value_rows<V, 6>, value_rows<V, 7>, value_rows<V, 8>};
+  return fns[rows - 1];
+}
+
+// Query tokens [i0, i0 + T) of a, every query head of KV head g.
+template <Kv E, int V>
+void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int64_t g) {
+  constexpr std::int64_t D = 16 * V;
+  const std::int64_t G = a.num_heads / a.num_kv_heads, Q = T * G;  // query rows: token-major
+  const std::int64_t visible_max = a.past + i0 + T;
+  // Scratch: the tile's query rows, its output accumulators, one chunk of scores, a transposed
+  // key block and a widened value block, the rows' running softmax state.
+  const std::size_t bytes = static_cast<std::size_t>(2 * Q * D + Q * kChunk + 2 * kBlock * D + 16) * sizeof(float) +
+                            static_cast<std::size_t>(Q) * sizeof(RunningSoftmax);
+  float* q = static_cast<float*>(thread_scratch(kScratchAttention, bytes));
+  float* o = q + Q * D;
+  float* s = o + Q * D;
+  float* kt = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(s + Q * kChunk) + 63) & ~std::uintptr_t{63});
+  float* wide = kt + kBlock * D;
+  auto* state = reinterpret_cast<RunningSoftmax*>(wide + kBlock * D);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t h = 0; h < G; ++h) {
+      const float* src = a.q + ((i0 + t) * a.num_heads + g * G + h) * D;
+      for (int v = 0; v < V; ++v) {
+        _mm512_storeu_ps(q + (t * G + h) * D + 16 * v, _mm512_loadu_ps(src + 16 * v));
+        _mm512_storeu_ps(o + (t * G + h) * D + 16 * v, _mm512_setzero_ps());
+      }
+    }
+  for (std::int64_t r = 0; r < Q; ++r) state[r] = RunningSoftmax{};
+  // Query row r belongs to token i0 + r / G, which sees positions [0, past + i0 + r / G + 1).
+  auto visible = [&](std::int64_t r) { return a.past + i0 + r / G + 1; };
+
+  const std::byte* rows[kBlock];
+  const float* vrows[kBlock];
+  RowWalker keys(a, a.k_offset, g), values(a, a.v_offset, g);
+  for (std::int64_t c0 = 0; c0 < visible_max; c0 += kChunk) {
+    const std::int64_t cn = visible_max - c0 < kChunk ? visible_max - c0 : kChunk;
+    // 1. Scores of every query row against the chunk's keys (the causal mask comes in step 2).
+    for (std::int64_t b0 = 0; b0 < cn; b0 += kBlock) {
+      const std::int64_t n = cn - b0 < kBlock ? cn - b0 : kBlock;
+      for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
+      transpose_keys<E>(rows, n, D, kt);
+      for (std::int64_t r0 = 0; r0 < Q; r0 += kScoreRows) {
+        const std::int64_t R = Q - r0 < kScoreRows ? Q - r0 : kScoreRows;
+        kScoreFns[R - 1](q + r0 * D, D, kt, a.scale, s + r0 * kChunk + b0, kChunk);
+      }
+    }
+    // 2. Softmax numerators over each row's visible part of the chunk; earlier sums rescaled.
+    for (std::int64_t r = 0; r < Q; ++r) {
+      const std::int64_t n = visible(r) - c0 < cn ? visible(r) - c0 : cn;
+      if (n <= 0) continue;
+      float* sr = s + r * kChunk;
+      __m512 mx = _mm512_set1_ps(-__builtin_huge_valf());
+      std::int64_t j = 0;
+      for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(_mm512_loadu_ps(sr + j), mx);  // NaN lanes keep mx
+      if (j < n) {
+        const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
+        mx = _mm512_mask_max_ps(mx, m, _mm512_maskz_loadu_ps(m, sr + j), mx);
+      }
+      const ChunkScales f = chunk_softmax(sr, n, _mm512_reduce_max_ps(mx), avx512::softmax_numerators, state[r]);
+      if (f.chunk_scale != 1.0f) {
+        const __m512 c = _mm512_set1_ps(f.chunk_scale);
+        for (j = 0; j < n; j += 16) {
+          const __mmask16 m = n - j >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+          _mm512_mask_storeu_ps(sr + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + j), c));
+        }
+      }
+      if (f.old_scale != 1.0f) {
+        const __m512 c = _mm512_set1_ps(f.old_scale);
+        for (int v = 0; v < V; ++v) _mm512_storeu_ps(o + r * D + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + r * D + 16 * v), c));
+      }
+    }
+    // 3. Value sums: each row over its visible positions of each block, in order.
+    for (std::int64_t b0 = 0; b0 < cn; b0 += kBlock) {
+      const std::int64_t n = cn - b0 < kBlock ? cn - b0 : kBlock;
+      // Copied (and widened) into L1 first, fp32 rows too: read in place from the cache, the
+      // first group of rows to reach each one waited on it.
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::byte* row = values.next();
+        for (int v = 0; v < V; ++v) _mm512_store_ps(wide + j * D + 16 * v, load16<E>(row, 16 * v));
+        vrows[j] = wide + j * D;
+      }
+      const std::int64_t first = c0 + b0;  // the block's first position
+      for (std::int64_t r0 = 0; r0 < Q; r0 += kValueRows<V>) {
+        const std::int64_t R = Q - r0 < kValueRows<V> ? Q - r0 : kValueRows<V>;
+        // Positions every row of the group sees together, then each row's own rest (the mask).
+        const std::int64_t shared = visible(r0) - first < n ? visible(r0) - first : n;
+        if (shared > 0) value_fn<V>(R)(vrows, shared, s + r0 * kChunk + b0, kChunk, o + r0 * D);
+        for (std::int64_t r = r0; r < r0 + R; ++r) {
+          const std::int64_t own = visible(r) - first < n ? visible(r) - first : n;
+          const std::int64_t from = shared > 0 ? shared : 0;
+          if (own > from) value_fn<V>(1)(vrows + from, own - from, s + r * kChunk + b0 + from, kChunk, o + r * D);
+        }
+      }
+    }
+  }
+  for (std::int64_t r = 0; r < Q; ++r) {
+    const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / state[r].sum));
+    float* out = a.out + ((i0 + r / G) * a.num_heads + g * G + r % G) * D;
+    for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + r * D + 16 * v), inv));
+  }
+}
+
+template <Kv E, int V>
+void prefill_of(const AttentionArgs& a, std::int64_t tile_tokens) {
+  const std::int64_t tiles = (a.m + tile_tokens - 1) / tile_tokens;
+  // The last tiles see the most positions: they go first, so the threads finish together.
+  parallel_for(tiles * a.num_kv_heads, 1, [&a, tiles, tile_tokens](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t tile = tiles - 1 - t / a.num_kv_heads, i0 = tile * tile_tokens;
+      tile_task<E, V>(a, i0, a.m - i0 < tile_tokens ? a.m - i0 : tile_tokens, t % a.num_kv_heads);
+    }
+  });
+}
+
+template <Kv E>
+void prefill_of_type(const AttentionArgs& a, std::int64_t tile_tokens) {
+  switch (a.head_dim / 16) {
+    case 1: return prefill_of<E, 1>(a, tile_tokens);
+    case 2: return prefill_of<E, 2>(a, tile_tokens);
+    case 3: return prefill_of<E, 3>(a, tile_tokens);
+    case 4: return prefill_of<E, 4>(a, tile_tokens);
+    case 5: return prefill_of<E, 5>(a, tile_tokens);
+    case 6: return prefill_of<E, 6>(a, tile_tokens);
+    case 7: return prefill_of<E, 7>(a, tile_tokens);
+    case 8: return prefill_of<E, 8>(a, tile_tokens);
+    default: break;
+  }
+}
+
+}  // namespace
+
+void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
+  // Up to kTileTokens tokens and kMaxTileRows query rows per tile, fewer when that leaves under
+  // four tasks per thread (a token's output is the same in a tile of any size).
+  const std::int64_t group = a.num_heads / a.num_kv_heads, most = kMaxTileRows / group < kTileTokens ? kMaxTileRows / group : kTileTokens;
+  std::int64_t tile_tokens = a.m * a.num_kv_heads / (4 * threads);
+  tile_tokens = tile_tokens > most ? most : tile_tokens;
+  tile_tokens = tile_tokens < 1 ? 1 : tile_tokens;
+  with_kv_type(a.kv_dtype, [&a, tile_tokens](auto type) { prefill_of_type<decltype(type)::kValue>(a, tile_tokens); });
+}
+
+}  // namespace fp4serve::kernels::avx512
