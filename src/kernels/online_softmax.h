@@ -6,6 +6,10 @@
 
 namespace fp4serve::kernels {
 
+// Positions per softmax step of the prefill kernels (256 positions of 128 query rows: 128 KB of
+// scores, in L2 with the rest of a tile's state).
+inline constexpr std::int64_t kPrefillChunk = 256;
+
 // One query row's softmax so far: the largest score seen and the sum of exp(score - max).
 struct RunningSoftmax {
   float max = 0.0f;

@@ -23,9 +23,12 @@ inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 17};
 struct AttentionCaseShape {
   std::int64_t m, past;
 };
-// Attention: decode over a short cache, a short chunk, a prefill, and decode over a cache long
-// enough for the split-position path (slices of >= 256 positions, avx512 from 2 threads on).
-inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}, {1, 700}};
+// Attention: decode over a short cache, a short chunk, a prefill, decode over a cache long
+// enough for the split-position path (slices of >= 256 positions, avx512 from 2 threads on), and
+// a prefill chunk whose positions run past one softmax chunk (kPrefillChunk: avx512's prefill
+// tiles rescale their running sums; 16 tokens on Qwen3's 4 KV heads take the tiles up to 16
+// threads).
+inline constexpr AttentionCaseShape kAttentionValidation[] = {{1, 37}, {7, 11}, {32, 0}, {1, 700}, {16, 260}};
 // Linear attention (conv1d + delta rule), each from a random non-zero state: one decode step, a
 // short prefill, and 80 steps (past a 64-step chunk of a chunked delta rule, with a remainder).
 inline constexpr std::int64_t kLinearAttentionValidationM[] = {1, 7, 80};

@@ -9,6 +9,7 @@
 
 #include "kernels/attention_check.h"
 #include "kernels/attention_split.h"
+#include "kernels/online_softmax.h"
 #include "kernels/validation.h"
 #include "util/error.h"
 
@@ -68,6 +69,15 @@ TEST(AttentionPaths, StartupValidationRunsTheSplitDecodePath) {
   EXPECT_EQ(splits(1, 700), 2);   // 4 tasks per thread on 2 threads; 701 positions hold 2 slices of 256
   bool validated = false;
   for (const auto& c : kAttentionValidation) validated = validated || splits(c.m, c.past) >= 2;
+  EXPECT_TRUE(validated);
+}
+
+TEST(AttentionPaths, StartupValidationRunsPrefillPastOneSoftmaxChunk) {
+  // Qwen3-30B-A3B's 4 KV heads on 2 threads: a case with >= 4 (token, KV head) tasks per thread
+  // (avx512's prefill tiles) whose positions need more than one softmax chunk, so the running
+  // max and sum are proven at start-up too.
+  bool validated = false;
+  for (const auto& c : kAttentionValidation) validated = validated || (c.m * 4 >= 4 * 2 && c.past + c.m > kPrefillChunk);
   EXPECT_TRUE(validated);
 }
 

@@ -38,7 +38,7 @@ namespace {
 
 constexpr std::int64_t kTileTokens = 16;
 constexpr std::int64_t kMaxTileRows = 128;  // query rows (tokens x heads of the group): 256 KB of scratch at head_dim 128
-constexpr std::int64_t kChunk = 256;  // positions per softmax step
+constexpr std::int64_t kChunk = kPrefillChunk;  // positions per softmax step
 constexpr std::int64_t kBlock = 32;   // positions per transposed key block and per value block
 constexpr int kScoreRows = 6;         // query rows per score kernel: 2 chains x 2 x 6 accumulators
 constexpr int kValueRegs = 24;        // accumulators of the value kernel
