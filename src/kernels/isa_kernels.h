@@ -21,6 +21,8 @@ void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, floa
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // BF16/F16/F32/FP8
 void attention(const AttentionArgs& args);  // head_dim % 8 == 0
+// Prefill with head_dim % 32 == 0 (attention() picks it): as avx512::attention_prefill_tiles.
+void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
 void conv1d(const Conv1dArgs& args);                            // pre-activations only
 void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx2

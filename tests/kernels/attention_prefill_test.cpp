@@ -1,5 +1,6 @@
-// The AVX-512 prefill attention (flash attention over tiles of query tokens,
-// kernels/avx512/attention_prefill_avx512.cpp): several softmax chunks of 256 positions, the
+// The prefill attention of both SIMD backends (flash attention over tiles of query tokens,
+// kernels/avx512/attention_prefill_avx512.cpp, kernels/avx2/attention_prefill_avx2.cpp, head_dim
+// a multiple of 32 on AVX2): several softmax chunks of 256 positions, the
 // causal diagonal across a chunk's edge, tiles that do not divide the tokens; each token's output
 // the same in a tile of any size; positions past a token's own never read.
 #include <gtest/gtest.h>
@@ -19,7 +20,22 @@ namespace {
 
 using Case = testing::AttentionCase;
 
-bool avx512_runs() { return cpu_features().usable(CpuFeature::AVX512F) && cpu_features().usable(CpuFeature::AVX512BW); }
+using TilesFn = void (*)(const AttentionArgs&, std::int64_t);
+
+struct Tiles {
+  const char* name;
+  TilesFn run;
+};
+
+// The tile kernels this CPU runs.
+std::vector<Tiles> runnable_tiles() {
+  std::vector<Tiles> out;
+  const auto& f = cpu_features();
+  if (f.usable(CpuFeature::AVX2) && f.usable(CpuFeature::FMA) && f.usable(CpuFeature::F16C))
+    out.push_back({"avx2", avx2::attention_prefill_tiles});
+  if (f.usable(CpuFeature::AVX512F) && f.usable(CpuFeature::AVX512BW)) out.push_back({"avx512", avx512::attention_prefill_tiles});
+  return out;
+}
 
 TEST(AttentionPrefill, TilesMatchReferenceOverSeveralChunks) {
   // m * kv >= 4 * threads (the tiles) on machines up to 8 threads. Visible positions run past one
@@ -42,31 +58,33 @@ TEST(AttentionPrefill, PeakedScoresInLaterChunksMatchReference) {
   testing::expect_attention_matches_reference(Case{32, 4, 128, 8, 520}, 18, 6.0f);
 }
 
-// out for case c from the AVX-512 tiles with `threads` deciding the tile size.
-std::vector<float> tiles_output(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+// out for case c from `tiles` with `threads` deciding the tile size.
+std::vector<float> tiles_output(const Tiles& tiles, const Case& c, const std::vector<float>& q, const std::vector<float>& k,
                                 const std::vector<float>& v, std::int64_t threads) {
   const PagedKvCopy cache(k.data(), v.data(), c.past + c.m, c.kv * c.dim, 16);
   std::vector<float> out(q.size(), NAN);
-  avx512::attention_prefill_tiles(testing::attention_args(c, cache, q.data(), out.data()), threads);
+  tiles.run(testing::attention_args(c, cache, q.data(), out.data()), threads);
   return out;
 }
 
 TEST(AttentionPrefill, EachTokenGetsTheSameOutputInATileOfAnySize) {
-  if (!avx512_runs()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (runnable_tiles().empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
   // threads = 1: tiles of 16 tokens; 4: of 5; 100: of one token.
   const Case c{32, 4, 128, 21, 300};
   Rng rng(5);
   const auto q = random_activations(rng, c.m, c.heads * c.dim, 2.0f);
   const auto k = random_activations(rng, c.past + c.m, c.kv * c.dim, 2.0f);
   const auto v = random_activations(rng, c.past + c.m, c.kv * c.dim);
-  const auto sixteen = tiles_output(c, q, k, v, 1);
-  EXPECT_EQ(tiles_output(c, q, k, v, 4), sixteen);
-  EXPECT_EQ(tiles_output(c, q, k, v, 100), sixteen);
-  for (float x : sixteen) ASSERT_TRUE(std::isfinite(x));
+  for (const Tiles& tiles : runnable_tiles()) {
+    const auto sixteen = tiles_output(tiles, c, q, k, v, 1);
+    EXPECT_EQ(tiles_output(tiles, c, q, k, v, 4), sixteen) << tiles.name;
+    EXPECT_EQ(tiles_output(tiles, c, q, k, v, 100), sixteen) << tiles.name;
+    for (float x : sixteen) ASSERT_TRUE(std::isfinite(x)) << tiles.name;
+  }
 }
 
 TEST(AttentionPrefill, PositionsPastATokensOwnAreNeverRead) {
-  if (!avx512_runs()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (runnable_tiles().empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
   // The last token's key and value rows hold NaN: every earlier token's output must be exactly
   // what it is without them (a masked score or a zero weight times NaN would still be NaN). 18
   // tokens: tiles of 9 (threads = 1) and of 3 (threads = 3), so the last token shares its tile.
@@ -78,12 +96,13 @@ TEST(AttentionPrefill, PositionsPastATokensOwnAreNeverRead) {
   auto k_bad = k, v_bad = v;
   const std::int64_t row = c.kv * c.dim, last = c.past + c.m - 1;
   for (std::int64_t d = 0; d < row; ++d) k_bad[last * row + d] = v_bad[last * row + d] = NAN;
-  for (std::int64_t threads : {1, 3}) {
-    const auto clean = tiles_output(c, q, k, v, threads), poisoned = tiles_output(c, q, k_bad, v_bad, threads);
-    const std::size_t earlier = static_cast<std::size_t>((c.m - 1) * c.heads * c.dim);
-    EXPECT_EQ(std::memcmp(clean.data(), poisoned.data(), earlier * sizeof(float)), 0) << "threads " << threads;
-    EXPECT_TRUE(std::isnan(poisoned[earlier])) << "the last token sees its own NaN row";
-  }
+  for (const Tiles& tiles : runnable_tiles())
+    for (std::int64_t threads : {1, 3}) {
+      const auto clean = tiles_output(tiles, c, q, k, v, threads), poisoned = tiles_output(tiles, c, q, k_bad, v_bad, threads);
+      const std::size_t earlier = static_cast<std::size_t>((c.m - 1) * c.heads * c.dim);
+      EXPECT_EQ(std::memcmp(clean.data(), poisoned.data(), earlier * sizeof(float)), 0) << tiles.name << " threads " << threads;
+      EXPECT_TRUE(std::isnan(poisoned[earlier])) << tiles.name << ": the last token sees its own NaN row";
+    }
 }
 
 }  // namespace

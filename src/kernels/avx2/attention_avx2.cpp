@@ -1,6 +1,7 @@
 // Causal GQA attention for one sequence, AVX2 + FMA: as the AVX-512 version with 8 lanes
-// (head_dim a multiple of 8). Prefill takes one task per (query token, KV head) for all the heads
-// of the group (kv_group); decode over a long cache the same tasks over slices of the positions
+// (head_dim a multiple of 8). Prefill takes tiles of tokens (attention_prefill_avx2.cpp) where
+// head_dim is a multiple of 32, else one task per (query token, KV head) for all the heads of the
+// group (kv_group); decode over a long cache the same tasks over slices of the positions
 // (kernels/attention_split.h); decode over a short one one task per (query token, head), four
 // keys per pass over q. Value accumulators stay in registers, 64 dims per pass.
 // An F16 or BF16 cache (kernels/kv_cache.h) is widened to fp32 as each row is loaded: every
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/attention_split.h"
+#include "kernels/avx2/attention_rows.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/kv_isa.h"
 #include "kernels/scratch.h"
@@ -25,19 +27,6 @@ namespace {
 // run-time count of them spilled every accumulator to the stack (half of prefill's attention).
 constexpr int kValueVecs = 8;
 
-// Elements [i, i + 8) of a row, widened to fp32.
-template <Kv E>
-inline __m256 load8(const std::byte* row, std::int64_t i) {
-  const std::byte* p = row + i * kKvElementBytes<E>;
-  if constexpr (E == Kv::F32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    if constexpr (E == Kv::F16) return _mm256_cvtph_ps(h);
-    else return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
 float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -48,12 +37,6 @@ float hsum(__m256 v) {
 __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-}
-
-// Position p's row from element `offset` of its block; kv_stride elements per position.
-template <Kv E>
-const std::byte* kv_row(const AttentionArgs& a, std::int64_t offset, std::int64_t kv_stride, std::int64_t p) {
-  return a.kv_blocks[p / a.block_tokens] + (offset + (p % a.block_tokens) * kv_stride) * kKvElementBytes<E>;
 }
 
 // scores[p] = q . k_p * scale for p < visible; four keys per pass share each load of q.
@@ -218,9 +201,14 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
 template <Kv E>
 void attention_of(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
+  // Four (token, KV head) tasks per thread at least (prefill): tiles of tokens
+  // (attention_prefill_avx2.cpp) where head_dim is a multiple of 32, else one task per (token,
+  // KV head).
+  if (a.head_dim % 32 == 0 && a.m * a.num_kv_heads >= 4 * kernel_threads())
+    return attention_prefill_tiles(a, kernel_threads());
   if (group > 1 && group <= kMaxGroup) {
-    // Four tasks per thread at least (prefill); else, over a long cache, the same tasks over
-    // slices of the positions (decode, kernels/attention_split.h).
+    // Over a long cache, the grouped tasks over slices of the positions (decode,
+    // kernels/attention_split.h).
     if (a.m * a.num_kv_heads >= 4 * kernel_threads()) {
       parallel_for(a.m * a.num_kv_heads, 1, [&a](std::int64_t b, std::int64_t e) {
         for (std::int64_t t = b; t < e; ++t) kv_group<E>(a, t / a.num_kv_heads, t % a.num_kv_heads);

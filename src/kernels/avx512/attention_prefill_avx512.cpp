@@ -1,6 +1,6 @@
 // Causal GQA attention for a prefill, AVX-512: flash attention over tiles of query rows.
 //
-// A task takes up to kTileTokens consecutive query tokens and every query head that shares one
+// A task takes up to kPrefillTileTokens consecutive query tokens and every query head that shares one
 // KV head (Qwen3-30B-A3B: 16 tokens x 8 heads = 128 query rows), and walks the visible positions
 // in chunks of kChunk:
 //  1. scores: each block of 32 key rows is transposed once (dimension-major, two vectors of
@@ -29,6 +29,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_isa.h"
 #include "kernels/online_softmax.h"
+#include "kernels/prefill_tiles.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -36,8 +37,6 @@ namespace fp4serve::kernels::avx512 {
 
 namespace {
 
-constexpr std::int64_t kTileTokens = 16;
-constexpr std::int64_t kMaxTileRows = 128;  // query rows (tokens x heads of the group): 256 KB of scratch at head_dim 128
 constexpr std::int64_t kChunk = kPrefillChunk;  // positions per softmax step
 constexpr std::int64_t kBlock = 32;   // positions per transposed key block and per value block
 constexpr int kScoreRows = 6;         // query rows per score kernel: 2 chains x 2 x 6 accumulators
@@ -158,33 +157,36 @@ ValueFn value_fn(std::int64_t rows) {
   return fns[rows - 1];
 }
 
+// The largest of s[0, n), NaN skipped (a NaN lane keeps the running max, the second operand).
+float row_max(const float* s, std::int64_t n) {
+  __m512 mx = _mm512_set1_ps(-__builtin_huge_valf());
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(_mm512_loadu_ps(s + j), mx);
+  if (j < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - j)) - 1);
+    mx = _mm512_mask_max_ps(mx, m, _mm512_maskz_loadu_ps(m, s + j), mx);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
+void scale_floats(float* x, std::int64_t n, float c) {
+  const __m512 cv = _mm512_set1_ps(c);
+  for (std::int64_t j = 0; j < n; j += 16) {
+    const auto m = n - j >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(x + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), cv));
+  }
+}
+
+constexpr PrefillVectorOps kVectorOps{avx512::softmax_numerators, row_max, scale_floats};
+
 // Query tokens [i0, i0 + T) of a, every query head of KV head g.
 template <Kv E, int V>
 void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int64_t g) {
   constexpr std::int64_t D = 16 * V;
   const std::int64_t G = a.num_heads / a.num_kv_heads, Q = T * G;  // query rows: token-major
   const std::int64_t visible_max = a.past + i0 + T;
-  // Scratch: the tile's query rows, its output accumulators, one chunk of scores, a transposed
-  // key block and a widened value block, the rows' running softmax state.
-  const std::size_t bytes = static_cast<std::size_t>(2 * Q * D + Q * kChunk + 2 * kBlock * D + 16) * sizeof(float) +
-                            static_cast<std::size_t>(Q) * sizeof(RunningSoftmax);
-  float* q = static_cast<float*>(thread_scratch(kScratchAttention, bytes));
-  float* o = q + Q * D;
-  float* s = o + Q * D;
-  float* kt = reinterpret_cast<float*>((reinterpret_cast<std::uintptr_t>(s + Q * kChunk) + 63) & ~std::uintptr_t{63});
-  float* wide = kt + kBlock * D;
-  auto* state = reinterpret_cast<RunningSoftmax*>(wide + kBlock * D);
-  for (std::int64_t t = 0; t < T; ++t)
-    for (std::int64_t h = 0; h < G; ++h) {
-      const float* src = a.q + ((i0 + t) * a.num_heads + g * G + h) * D;
-      for (int v = 0; v < V; ++v) {
-        _mm512_storeu_ps(q + (t * G + h) * D + 16 * v, _mm512_loadu_ps(src + 16 * v));
-        _mm512_storeu_ps(o + (t * G + h) * D + 16 * v, _mm512_setzero_ps());
-      }
-    }
-  for (std::int64_t r = 0; r < Q; ++r) state[r] = RunningSoftmax{};
-  // Query row r belongs to token i0 + r / G, which sees positions [0, past + i0 + r / G + 1).
-  auto visible = [&](std::int64_t r) { return a.past + i0 + r / G + 1; };
+  const PrefillTileScratch tile = start_prefill_tile(a, i0, T, g, kBlock);
+  float *const q = tile.q, *const o = tile.o, *const s = tile.s, *const kt = tile.keys, *const wide = tile.values;
 
   const std::byte* rows[kBlock];
   const float* vrows[kBlock];
@@ -202,30 +204,7 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
       }
     }
     // 2. Softmax numerators over each row's visible part of the chunk; earlier sums rescaled.
-    for (std::int64_t r = 0; r < Q; ++r) {
-      const std::int64_t n = visible(r) - c0 < cn ? visible(r) - c0 : cn;
-      if (n <= 0) continue;
-      float* sr = s + r * kChunk;
-      __m512 mx = _mm512_set1_ps(-__builtin_huge_valf());
-      std::int64_t j = 0;
-      for (; j + 16 <= n; j += 16) mx = _mm512_max_ps(_mm512_loadu_ps(sr + j), mx);  // NaN lanes keep mx
-      if (j < n) {
-        const __mmask16 m = static_cast<__mmask16>((1u << (n - j)) - 1);
-        mx = _mm512_mask_max_ps(mx, m, _mm512_maskz_loadu_ps(m, sr + j), mx);
-      }
-      const ChunkScales f = chunk_softmax(sr, n, _mm512_reduce_max_ps(mx), avx512::softmax_numerators, state[r]);
-      if (f.chunk_scale != 1.0f) {
-        const __m512 c = _mm512_set1_ps(f.chunk_scale);
-        for (j = 0; j < n; j += 16) {
-          const __mmask16 m = n - j >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
-          _mm512_mask_storeu_ps(sr + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + j), c));
-        }
-      }
-      if (f.old_scale != 1.0f) {
-        const __m512 c = _mm512_set1_ps(f.old_scale);
-        for (int v = 0; v < V; ++v) _mm512_storeu_ps(o + r * D + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + r * D + 16 * v), c));
-      }
-    }
+    prefill_chunk_softmax(a, i0, T, c0, cn, tile, kVectorOps);
     // 3. Value sums: each row over its visible positions of each block, in order.
     for (std::int64_t b0 = 0; b0 < cn; b0 += kBlock) {
       const std::int64_t n = cn - b0 < kBlock ? cn - b0 : kBlock;
@@ -236,64 +215,37 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
         for (int v = 0; v < V; ++v) _mm512_store_ps(wide + j * D + 16 * v, load16<E>(row, 16 * v));
         vrows[j] = wide + j * D;
       }
-      const std::int64_t first = c0 + b0;  // the block's first position
-      for (std::int64_t r0 = 0; r0 < Q; r0 += kValueRows<V>) {
-        const std::int64_t R = Q - r0 < kValueRows<V> ? Q - r0 : kValueRows<V>;
-        // Positions every row of the group sees together, then each row's own rest (the mask).
-        const std::int64_t shared = visible(r0) - first < n ? visible(r0) - first : n;
-        if (shared > 0) value_fn<V>(R)(vrows, shared, s + r0 * kChunk + b0, kChunk, o + r0 * D);
-        for (std::int64_t r = r0; r < r0 + R; ++r) {
-          const std::int64_t own = visible(r) - first < n ? visible(r) - first : n;
-          const std::int64_t from = shared > 0 ? shared : 0;
-          if (own > from) value_fn<V>(1)(vrows + from, own - from, s + r * kChunk + b0 + from, kChunk, o + r * D);
-        }
-      }
+      // Positions every row of a group sees together, then each row's own rest (the mask).
+      for_each_value_span(a, i0, T, kValueRows<V>, c0 + b0, n,
+                          [&](std::int64_t r0, std::int64_t R, std::int64_t from, std::int64_t count) {
+                            value_fn<V>(R)(vrows + from, count, s + r0 * kChunk + b0 + from, kChunk, o + r0 * D);
+                          });
     }
   }
-  for (std::int64_t r = 0; r < Q; ++r) {
-    const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / state[r].sum));
-    float* out = a.out + ((i0 + r / G) * a.num_heads + g * G + r % G) * D;
-    for (int v = 0; v < V; ++v) _mm512_storeu_ps(out + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + r * D + 16 * v), inv));
-  }
-}
-
-template <Kv E, int V>
-void prefill_of(const AttentionArgs& a, std::int64_t tile_tokens) {
-  const std::int64_t tiles = (a.m + tile_tokens - 1) / tile_tokens;
-  // The last tiles see the most positions: they go first, so the threads finish together.
-  parallel_for(tiles * a.num_kv_heads, 1, [&a, tiles, tile_tokens](std::int64_t b, std::int64_t e) {
-    for (std::int64_t t = b; t < e; ++t) {
-      const std::int64_t tile = tiles - 1 - t / a.num_kv_heads, i0 = tile * tile_tokens;
-      tile_task<E, V>(a, i0, a.m - i0 < tile_tokens ? a.m - i0 : tile_tokens, t % a.num_kv_heads);
-    }
-  });
+  finish_prefill_tile(a, i0, T, g, tile);
 }
 
 template <Kv E>
-void prefill_of_type(const AttentionArgs& a, std::int64_t tile_tokens) {
-  switch (a.head_dim / 16) {
-    case 1: return prefill_of<E, 1>(a, tile_tokens);
-    case 2: return prefill_of<E, 2>(a, tile_tokens);
-    case 3: return prefill_of<E, 3>(a, tile_tokens);
-    case 4: return prefill_of<E, 4>(a, tile_tokens);
-    case 5: return prefill_of<E, 5>(a, tile_tokens);
-    case 6: return prefill_of<E, 6>(a, tile_tokens);
-    case 7: return prefill_of<E, 7>(a, tile_tokens);
-    case 8: return prefill_of<E, 8>(a, tile_tokens);
-    default: break;
+PrefillTileFn tile_fn(std::int64_t head_dim) {
+  switch (head_dim / 16) {
+    case 1: return tile_task<E, 1>;
+    case 2: return tile_task<E, 2>;
+    case 3: return tile_task<E, 3>;
+    case 4: return tile_task<E, 4>;
+    case 5: return tile_task<E, 5>;
+    case 6: return tile_task<E, 6>;
+    case 7: return tile_task<E, 7>;
+    case 8: return tile_task<E, 8>;
+    default: return nullptr;
   }
 }
 
 }  // namespace
 
 void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
-  // Up to kTileTokens tokens and kMaxTileRows query rows per tile, fewer when that leaves under
-  // four tasks per thread (a token's output is the same in a tile of any size).
-  const std::int64_t group = a.num_heads / a.num_kv_heads, most = kMaxTileRows / group < kTileTokens ? kMaxTileRows / group : kTileTokens;
-  std::int64_t tile_tokens = a.m * a.num_kv_heads / (4 * threads);
-  tile_tokens = tile_tokens > most ? most : tile_tokens;
-  tile_tokens = tile_tokens < 1 ? 1 : tile_tokens;
-  with_kv_type(a.kv_dtype, [&a, tile_tokens](auto type) { prefill_of_type<decltype(type)::kValue>(a, tile_tokens); });
+  PrefillTileFn fn = nullptr;
+  with_kv_type(a.kv_dtype, [&a, &fn](auto type) { fn = tile_fn<decltype(type)::kValue>(a.head_dim); });
+  run_prefill_tiles(a, prefill_tile_tokens(a, threads), fn);
 }
 
 }  // namespace fp4serve::kernels::avx512
