@@ -1,12 +1,12 @@
 // Causal GQA attention for a prefill, AVX-512: flash attention over tiles of query rows.
 //
-// A task takes up to kPrefillTileTokens consecutive query tokens and every query head that shares one
-// KV head (Qwen3-30B-A3B: 16 tokens x 8 heads = 128 query rows), and walks the visible positions
-// in chunks of kChunk:
+// A task takes up to kPrefillTileTokens consecutive query tokens and every query head that shares
+// one KV head (Qwen3-30B-A3B: 16 tokens x 8 heads = 128 query rows), and walks the visible
+// positions in chunks of kChunk:
 //  1. scores: each block of 32 key rows is transposed once (dimension-major, two vectors of
 //     positions per dimension) and then serves every query row of the tile: per dimension two
-//     loads and one broadcast per row feed two FMAs per row (8 rows: 16 accumulators), so the
-//     FMAs no longer wait on a load each, and no horizontal sums are left to do;
+//     loads and one broadcast per row feed two FMAs per row (6 rows, two chains: 24
+//     accumulators), so the FMAs no longer wait on a load each, and no horizontal sums are left;
 //  2. per query row, the chunk's softmax numerators and the running max and sum
 //     (kernels/online_softmax.h), so a task's buffers stay the size of one chunk at any depth;
 //  3. values: per block of 32 value rows, each group of query rows keeps its head_dim-wide
@@ -15,9 +15,9 @@
 // this above the per-token kernel (attention_avx512.cpp) at depth, where the rows of one KV head
 // no longer fit in L2 (docs/perf.md, session 26).
 //
-// A row's dot product runs over the dimensions in order in one fp32 FMA chain; its value sums
-// run over its visible positions in order: a token's output does not depend on which tile or
-// thread computed it. Positions past a token's own (the causal mask) never enter its sums.
+// A row's dot product runs over the even and the odd dimensions in two fp32 FMA chains; its value
+// sums run over its visible positions in order: a token's output does not depend on which tile
+// or thread computed it. Positions past a token's own (the causal mask) never enter its sums.
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
