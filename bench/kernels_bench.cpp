@@ -6,9 +6,10 @@
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
 // among M activation rows. attention_decode_30b: one decode step's attention over all 48 layers' cached keys and
-// values at a given depth; attention_prefill_30b: one layer's attention for a 512-token prefill chunk at a depth. Results and predictions: docs/perf.md.
+// values at a given depth; attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -116,18 +117,26 @@ void moe_decode(benchmark::State& state, const Backend* b) {
   report_roofline(state, static_cast<double>(state.iterations() * per_token));
 }
 
-// Qwen3-30B-A3B's attention (48 layers, 32 query heads on 4 KV heads of 128) over a cache of
-// `positions` tokens in blocks of 16, laid out as the engine's (all layers of a block together),
-// of `dtype` elements (--kv-cache-dtype), on 2 MiB pages (huge = true) or the heap's.
+// An attention layout: layers, query heads, KV heads, head_dim.
+struct AttentionLayout {
+  std::int64_t layers, heads, kv_heads, dim;
+  std::int64_t row() const { return kv_heads * dim; }
+};
+constexpr AttentionLayout kQwen3_30b{48, 32, 4, 128};
+constexpr AttentionLayout kQwen35_397b{15, 32, 2, 256};  // its 15 full-attention layers of 60
+
+// A cache of `positions` tokens of layout L in blocks of 16, laid out as the engine's (all layers
+// of a block together), of `dtype` elements (--kv-cache-dtype), on 2 MiB pages (huge = true) or
+// the heap's.
 struct BenchKvCache {
-  static constexpr std::int64_t kLayers = 48, kHeads = 32, kKvHeads = 4, kDim = 128, kBlock = 16;
-  static constexpr std::int64_t kRow = kKvHeads * kDim;
+  static constexpr std::int64_t kBlock = 16;
+  AttentionLayout L;
   HugePageBuffer on_huge;
   std::vector<std::byte> on_heap;
   std::vector<const std::byte*> block_ptrs;
 
-  BenchKvCache(std::int64_t positions, bool huge, DType dtype) {
-    const std::int64_t blocks = (positions + kBlock - 1) / kBlock, block_elements = 2 * kLayers * kBlock * kRow;
+  BenchKvCache(const AttentionLayout& layout, std::int64_t positions, bool huge, DType dtype) : L(layout) {
+    const std::int64_t blocks = (positions + kBlock - 1) / kBlock, block_elements = 2 * L.layers * kBlock * L.row();
     const auto bytes_per = static_cast<std::int64_t>(kv_element_bytes(dtype));
     const auto total = static_cast<std::size_t>(blocks * block_elements * bytes_per);
     std::byte* cache = nullptr;
@@ -157,56 +166,57 @@ struct BenchKvCache {
     a.block_tokens = kBlock;
     a.m = m;
     a.past = past;
-    a.num_heads = kHeads;
-    a.num_kv_heads = kKvHeads;
-    a.head_dim = kDim;
-    a.scale = 1.0f / 11.3137085f;  // 128^-0.5
+    a.num_heads = L.heads;
+    a.num_kv_heads = L.kv_heads;
+    a.head_dim = L.dim;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(L.dim));
     return a;
   }
-  static void point_at_layer(AttentionArgs& a, std::int64_t l) {
-    a.k_offset = 2 * l * kBlock * kRow;
-    a.v_offset = (2 * l + 1) * kBlock * kRow;
+  void point_at_layer(AttentionArgs& a, std::int64_t l) const {
+    a.k_offset = 2 * l * kBlock * L.row();
+    a.v_offset = (2 * l + 1) * kBlock * L.row();
   }
 };
 
-// One decode step's attention over every layer with `past` positions cached. Reports the cached
-// keys and values read per second against the roofline.
+// One decode step's attention over every layer of Qwen3-30B-A3B with `past` positions cached.
+// Reports the cached keys and values read per second against the roofline.
 void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge, DType dtype) {
-  using C = BenchKvCache;
-  const C cache(past + 1, huge, dtype);
+  const BenchKvCache cache(kQwen3_30b, past + 1, huge, dtype);
+  const AttentionLayout& L = cache.L;
   Rng rng(4);
-  const auto q = random_activations(rng, 1, C::kHeads * C::kDim);
-  std::vector<float> out(static_cast<std::size_t>(C::kHeads * C::kDim));
+  const auto q = random_activations(rng, 1, L.heads * L.dim);
+  std::vector<float> out(static_cast<std::size_t>(L.heads * L.dim));
   AttentionArgs a = cache.args(q.data(), out.data(), 1, past, dtype);
   for (auto _ : state) {
-    for (std::int64_t l = 0; l < C::kLayers; ++l) {
-      C::point_at_layer(a, l);
+    for (std::int64_t l = 0; l < L.layers; ++l) {
+      cache.point_at_layer(a, l);
       b->attention.attention->run(a);
     }
     benchmark::DoNotOptimize(out.data());
   }
-  const double bytes = static_cast<double>(C::kLayers * 2 * (past + 1) * C::kRow * static_cast<std::int64_t>(kv_element_bytes(dtype)));
+  const double bytes = static_cast<double>(L.layers * 2 * (past + 1) * L.row() * static_cast<std::int64_t>(kv_element_bytes(dtype)));
   state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * bytes));
   report_roofline(state, static_cast<double>(state.iterations()) * bytes);
 }
 
-// One layer's attention for a prefill chunk of m tokens after `past` cached ones (a long prompt's
-// later chunks: `serve --prefill-chunk`, bench -d). Reports GFLOP/s of the causal q.k and p.v
-// products (2 * 2 * head_dim flops per query head and visible position).
-void attention_prefill(benchmark::State& state, const Backend* b, std::int64_t m, std::int64_t past, DType dtype) {
-  using C = BenchKvCache;
-  const C cache(past + m, true, dtype);
+// One layer's attention of layout L for a prefill chunk of m tokens after `past` cached ones (a
+// long prompt's later chunks: `serve --prefill-chunk`, bench -d). Reports GFLOP/s of the causal
+// q.k and p.v products (2 * 2 * head_dim flops per query head and visible position).
+void attention_prefill(benchmark::State& state, const Backend* b, const AttentionLayout& layout, std::int64_t m,
+                       std::int64_t past, DType dtype) {
+  const BenchKvCache cache(layout, past + m, true, dtype);
+  const AttentionLayout& L = cache.L;
   Rng rng(5);
-  const auto q = random_activations(rng, m, C::kHeads * C::kDim);
-  std::vector<float> out(static_cast<std::size_t>(m * C::kHeads * C::kDim));
+  const auto q = random_activations(rng, m, L.heads * L.dim);
+  std::vector<float> out(static_cast<std::size_t>(m * L.heads * L.dim));
   AttentionArgs a = cache.args(q.data(), out.data(), m, past, dtype);
-  C::point_at_layer(a, 0);
+  cache.point_at_layer(a, 0);
   for (auto _ : state) {
     b->attention.attention->run(a);
     benchmark::DoNotOptimize(out.data());
   }
   const double visible = static_cast<double>(m) * static_cast<double>(past) + static_cast<double>(m * (m + 1) / 2);
-  const double flops = 4.0 * C::kDim * C::kHeads * visible;
+  const double flops = 4.0 * static_cast<double>(L.dim * L.heads) * visible;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -280,11 +290,16 @@ bool register_all() {
                   ->Unit(benchmark::kMillisecond);
             }
       if (b.attention.present())
-        for (std::int64_t past : {0, 1536, 7680})
-          benchmark::RegisterBenchmark(("attention_prefill_30b/" + b.name + "/m:512/past:" + std::to_string(past) + "/f32").c_str(),
-                                       [&b, past](benchmark::State& st) { attention_prefill(st, &b, 512, past, DType::F32); })
-              ->UseRealTime()
-              ->Unit(benchmark::kMillisecond);
+        for (const auto& [model, layout] : {std::pair{"30b", &kQwen3_30b}, std::pair{"397b", &kQwen35_397b}})
+          for (std::int64_t past : {0, 1536, 7680})
+            benchmark::RegisterBenchmark(("attention_prefill_" + std::string(model) + "/" + b.name + "/m:512/past:" +
+                                          std::to_string(past) + "/f32")
+                                             .c_str(),
+                                         [&b, layout = layout, past](benchmark::State& st) {
+                                           attention_prefill(st, &b, *layout, 512, past, DType::F32);
+                                         })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);

@@ -37,7 +37,8 @@ namespace {
 
 // Heads up to 256 wide keep their accumulators in registers; wider ones take several passes.
 constexpr std::int64_t kMaxVecs = 16;
-// The prefill tiles keep head_dim / 16 <= 8 vectors of a row's value sums in registers.
+// The prefill tiles keep up to 8 vectors of a row's value sums in registers: head_dim up to 128,
+// or a multiple of 128 in pieces.
 constexpr std::int64_t kMaxTileVecs = 8;
 
 // {sum(v[0]), ..., sum(v[15])}: pairs within 128-bit lanes, then quads, then across lanes.
@@ -258,7 +259,7 @@ void attention_of(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
   // Four (token, KV head) tasks per thread at least (prefill): tiles of tokens
   // (attention_prefill_avx512.cpp).
-  if (a.head_dim <= 16 * kMaxTileVecs && a.m * a.num_kv_heads >= 4 * kernel_threads())
+  if ((a.head_dim <= 16 * kMaxTileVecs || a.head_dim % (16 * kMaxTileVecs) == 0) && a.m * a.num_kv_heads >= 4 * kernel_threads())
     return attention_prefill_tiles(a, kernel_threads());
   // Else, over a long cache, slices of the positions (decode, kernels/attention_split.h).
   const SliceKernel slice = group > 1 && group <= kMaxGroup ? group_slice_fn<E>(a.head_dim) : nullptr;

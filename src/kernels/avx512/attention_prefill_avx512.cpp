@@ -9,8 +9,9 @@
 //     accumulators), so the FMAs no longer wait on a load each, and no horizontal sums are left;
 //  2. per query row, the chunk's softmax numerators and the running max and sum
 //     (kernels/online_softmax.h), so a task's buffers stay the size of one chunk at any depth;
-//  3. values: per block of 32 value rows, each group of query rows keeps its head_dim-wide
-//     accumulators in registers over the block (3 rows x 8 vectors for head_dim 128).
+//  3. values: per block of 32 value rows, each group of query rows keeps its accumulators for a
+//     piece of up to 128 dimensions in registers over the block (3 rows x 8 vectors; head_dim
+//     256, Qwen3.5's, in two pieces).
 // Reading each key and value row once per tile instead of once per query token is what lifts
 // this above the per-token kernel (attention_avx512.cpp) at depth, where the rows of one KV head
 // no longer fit in L2 (docs/perf.md, session 26).
@@ -116,17 +117,16 @@ using ScoreFn = void (*)(const float*, std::int64_t, const float*, float, float*
 constexpr ScoreFn kScoreFns[kScoreRows] = {score_rows<1>, score_rows<2>, score_rows<3>,
                                            score_rows<4>, score_rows<5>, score_rows<6>};
 
-// o[r * D ...] += sum over j in [0, n) of p[r * p_stride + j] * value row j, for R query rows;
-// V = D / 16 vectors per row.
+// o[r * D + (0 .. 16 V)] += sum over j in [0, n) of p[r * p_stride + j] * v[j * D + (0 .. 16 V)],
+// for R query rows: one piece of 16 V dimensions of rows D floats apart.
 template <int V, int R>
-__attribute__((noinline)) void value_rows(const float* const* rows, std::int64_t n, const float* p,
+__attribute__((noinline)) void value_rows(const float* v_rows, std::int64_t D, std::int64_t n, const float* p,
                                           std::int64_t p_stride, float* o) {
-  constexpr std::int64_t D = 16 * V;
   __m512 acc[R][V];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_loadu_ps(o + r * D + 16 * v);
   for (std::int64_t j = 0; j < n; ++j) {
-    const float* row = rows[j];
+    const float* row = v_rows + j * D;
     __m512 b[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) b[r] = _mm512_set1_ps(p[r * p_stride + j]);
@@ -147,7 +147,7 @@ __attribute__((noinline)) void value_rows(const float* const* rows, std::int64_t
 template <int V>
 constexpr int kValueRows = kValueRegs / V < 8 ? kValueRegs / V : 8;
 
-using ValueFn = void (*)(const float* const*, std::int64_t, const float*, std::int64_t, float*);
+using ValueFn = void (*)(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*);
 
 // rows: 1 .. kValueRows<V> (the instances past it are never called).
 template <int V>
@@ -182,14 +182,12 @@ constexpr PrefillVectorOps kVectorOps{avx512::softmax_numerators, row_max, scale
 // Query tokens [i0, i0 + T) of a, every query head of KV head g.
 template <Kv E, int V>
 void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int64_t g) {
-  constexpr std::int64_t D = 16 * V;
-  const std::int64_t G = a.num_heads / a.num_kv_heads, Q = T * G;  // query rows: token-major
+  const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, Q = T * G;  // query rows: token-major
   const std::int64_t visible_max = a.past + i0 + T;
   const PrefillTileScratch tile = start_prefill_tile(a, i0, T, g, kBlock);
   float *const q = tile.q, *const o = tile.o, *const s = tile.s, *const kt = tile.keys, *const wide = tile.values;
 
   const std::byte* rows[kBlock];
-  const float* vrows[kBlock];
   RowWalker keys(a, a.k_offset, g), values(a, a.v_offset, g);
   for (std::int64_t c0 = 0; c0 < visible_max; c0 += kChunk) {
     const std::int64_t cn = visible_max - c0 < kChunk ? visible_max - c0 : kChunk;
@@ -212,13 +210,13 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
       // first group of rows to reach each one waited on it.
       for (std::int64_t j = 0; j < n; ++j) {
         const std::byte* row = values.next();
-        for (int v = 0; v < V; ++v) _mm512_store_ps(wide + j * D + 16 * v, load16<E>(row, 16 * v));
-        vrows[j] = wide + j * D;
+        for (std::int64_t d = 0; d < D; d += 16) _mm512_store_ps(wide + j * D + d, load16<E>(row, d));
       }
       // Positions every row of a group sees together, then each row's own rest (the mask).
       for_each_value_span(a, i0, T, kValueRows<V>, c0 + b0, n,
                           [&](std::int64_t r0, std::int64_t R, std::int64_t from, std::int64_t count) {
-                            value_fn<V>(R)(vrows + from, count, s + r0 * kChunk + b0 + from, kChunk, o + r0 * D);
+                            for (std::int64_t d0 = 0; d0 < D; d0 += 16 * V)
+                              value_fn<V>(R)(wide + from * D + d0, D, count, s + r0 * kChunk + b0 + from, kChunk, o + r0 * D + d0);
                           });
     }
   }
@@ -236,7 +234,7 @@ PrefillTileFn tile_fn(std::int64_t head_dim) {
     case 6: return tile_task<E, 6>;
     case 7: return tile_task<E, 7>;
     case 8: return tile_task<E, 8>;
-    default: return nullptr;
+    default: return head_dim % 128 == 0 ? tile_task<E, 8> : nullptr;  // pieces of 128 (Qwen3.5: 256)
   }
 }
 
