@@ -5,7 +5,7 @@
 // machine's memory read bandwidth (util/memory_bandwidth.h), measured once at start in the same
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
-// among M activation rows. attention_decode_30b: one decode step's attention over all 48 layers' cached keys and
+// among M activation rows. attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention over all 48 layers' cached keys and
 // values at a given depth; attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
@@ -178,10 +178,11 @@ struct BenchKvCache {
   }
 };
 
-// One decode step's attention over every layer of Qwen3-30B-A3B with `past` positions cached.
-// Reports the cached keys and values read per second against the roofline.
-void attention_decode(benchmark::State& state, const Backend* b, std::int64_t past, bool huge, DType dtype) {
-  const BenchKvCache cache(kQwen3_30b, past + 1, huge, dtype);
+// One decode step's attention over every layer of layout L with `past` positions cached. Reports
+// the cached keys and values read per second against the roofline.
+void attention_decode(benchmark::State& state, const Backend* b, const AttentionLayout& layout, std::int64_t past, bool huge,
+                      DType dtype) {
+  const BenchKvCache cache(layout, past + 1, huge, dtype);
   const AttentionLayout& L = cache.L;
   Rng rng(4);
   const auto q = random_activations(rng, 1, L.heads * L.dim);
@@ -285,10 +286,16 @@ bool register_all() {
               benchmark::RegisterBenchmark(("attention_decode_30b/" + b.name + "/past:" + std::to_string(past) + "/" +
                                             std::string(kv_dtype_name(dtype)) + (huge ? "/2mib" : "/4kib"))
                                                .c_str(),
-                                           [&b, past, huge, dtype](benchmark::State& st) { attention_decode(st, &b, past, huge, dtype); })
+                                           [&b, past, huge, dtype](benchmark::State& st) { attention_decode(st, &b, kQwen3_30b, past, huge, dtype); })
                   ->UseRealTime()
                   ->Unit(benchmark::kMillisecond);
             }
+      if (b.attention.present())
+        for (std::int64_t past : {2048, 8192})  // Qwen3.5's 256-wide heads: the split decode in pieces
+          benchmark::RegisterBenchmark(("attention_decode_397b/" + b.name + "/past:" + std::to_string(past) + "/f32/2mib").c_str(),
+                                       [&b, past](benchmark::State& st) { attention_decode(st, &b, kQwen35_397b, past, true, DType::F32); })
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
       if (b.attention.present())
         for (const auto& [model, layout] : {std::pair{"30b", &kQwen3_30b}, std::pair{"397b", &kQwen35_397b}})
           for (std::int64_t past : {0, 1536, 7680})

@@ -50,6 +50,8 @@ TEST(AttentionPaths, SplitDecodeMatchesReference) {
   // Qwen3-30B-A3B's layout, slices that do not fall on the 16-position blocks.
   check(Case{32, 4, 128, 1, 1000}, 1.0f);
   check(Case{32, 4, 128, 1, 2047}, 1.0f);
+  // Qwen3.5's full attention: 32 query heads on 2 KV heads of 256 (two pieces of 128).
+  check(Case{32, 2, 256, 1, 700}, 1.0f);
 }
 
 TEST(AttentionPaths, StartupValidationRunsTheSplitDecodePath) {

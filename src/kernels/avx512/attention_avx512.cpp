@@ -138,6 +138,9 @@ constexpr std::int64_t kMaxGroup = 64;  // query heads per KV head on the groupe
 // attention_decode_30b, docs/perf.md, session 13); to L1 instead it was slower.
 constexpr std::int64_t kAheadRows = 32;
 
+// The split decode's widest head (its widened 16-bit rows live on the stack): Qwen3.5's 256.
+constexpr std::int64_t kMaxSliceDim = 256;
+
 // The next `count` rows of `w` (none if count <= 0), `row_bytes` each, to L2.
 inline void prefetch_rows(RowWalker& w, std::int64_t count, std::int64_t row_bytes) {
   for (std::int64_t j = 0; j < count; ++j) {
@@ -147,12 +150,16 @@ inline void prefetch_rows(RowWalker& w, std::int64_t count, std::int64_t row_byt
 }
 
 // All query heads of KV head g for query token i over positions [first, last) (one slice of a
-// split decode), blocks of 16 through L1; the unnormalized sums go to `part`.
-template <Kv E, int V>
+// split decode), blocks of 16 through L1; the unnormalized sums go to `part`. head_dim in pieces
+// of V vectors (one piece up to 128; Qwen3.5's 256 in two), so a piece of the query and of the
+// value sums stays in registers.
+template <Kv E, int V, bool kPieces = false>
 void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
                     const SlicePartial& part) {
   constexpr std::int64_t kBlock = 16;
-  const std::int64_t D = a.head_dim, visible = last - first;
+  // One piece: head_dim a constant, the loops over pieces and widened elements fixed at compile
+  // time (run-time bounds there cost Qwen3-30B-A3B's decode 5-10 %).
+  const std::int64_t D = kPieces ? a.head_dim : 16 * V, visible = last - first;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kBlock - 1) / kBlock * kBlock;  // scores row per head
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(G * stride) * sizeof(float)));
@@ -162,12 +169,12 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const std::byte* rows[kBlock];
   // A 16-bit cache's block of rows, widened once here for all G heads (widening it once per head
   // cost more than the bytes it saves: docs/perf.md, session 15). fp32 rows are read in place.
-  alignas(64) float wide[kBlock * V * 16];
-  auto widen = [&rows, &wide](std::int64_t n) __attribute__((always_inline)) {
+  alignas(64) float wide[kBlock * kMaxSliceDim];
+  auto widen = [&rows, &wide, D](std::int64_t n) __attribute__((always_inline)) {
     if constexpr (E != Kv::F32) {
       for (std::int64_t j = 0; j < n; ++j) {
-        for (int v = 0; v < V; ++v) _mm512_store_ps(wide + (j * V + v) * 16, load16<E>(rows[j], 16 * v));
-        rows[j] = reinterpret_cast<const std::byte*>(wide + j * V * 16);
+        for (std::int64_t d = 0; d < D; d += 16) _mm512_store_ps(wide + j * D + d, load16<E>(rows[j], d));
+        rows[j] = reinterpret_cast<const std::byte*>(wide + j * D);
       }
     }
   };
@@ -181,17 +188,20 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     prefetch_rows(keys_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D * kKvElementBytes<E>);
     widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
-      __m512 qv[V];
-      for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(q + h * D + 16 * v);
       __m512 acc[kBlock];
-      for (std::int64_t j = 0; j < kBlock; ++j) {
-        if (j >= n) {
-          acc[j] = _mm512_setzero_ps();
-          continue;
+      for (std::int64_t j = 0; j < kBlock; ++j) acc[j] = _mm512_setzero_ps();
+      for (std::int64_t d0 = 0; d0 < D; d0 += 16 * V) {
+        __m512 qv[V];
+        for (int v = 0; v < V; ++v) qv[v] = _mm512_loadu_ps(q + h * D + d0 + 16 * v);
+        // All 16 unrolled with a guard, not a loop to n: indexed by a run-time count, acc[] would
+        // live in memory.
+#pragma GCC unroll 16
+        for (std::int64_t j = 0; j < kBlock; ++j) {
+          if (j >= n) continue;
+          __m512 s = acc[j];
+          for (int v = 0; v < V; ++v) s = _mm512_fmadd_ps(qv[v], load16<Kv::F32>(rows[j], d0 + 16 * v), s);
+          acc[j] = s;
         }
-        __m512 s = _mm512_mul_ps(qv[0], load16<Kv::F32>(rows[j], 0));
-        for (int v = 1; v < V; ++v) s = _mm512_fmadd_ps(qv[v], load16<Kv::F32>(rows[j], 16 * v), s);
-        acc[j] = s;
       }
       // Unused lanes of the last block land in the row's padding.
       _mm512_storeu_ps(scores + h * stride + p0, _mm512_mul_ps(hsum16(acc), scale));
@@ -209,14 +219,16 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
       const float* sc = scores + h * stride + p0;
-      float* ah = accs + h * D;
-      __m512 acc[V];
-      for (int v = 0; v < V; ++v) acc[v] = _mm512_loadu_ps(ah + 16 * v);
-      for (std::int64_t j = 0; j < n; ++j) {
-        const __m512 s = _mm512_set1_ps(sc[j]);
-        for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(s, load16<Kv::F32>(rows[j], 16 * v), acc[v]);
+      for (std::int64_t d0 = 0; d0 < D; d0 += 16 * V) {
+        float* ah = accs + h * D + d0;
+        __m512 acc[V];
+        for (int v = 0; v < V; ++v) acc[v] = _mm512_loadu_ps(ah + 16 * v);
+        for (std::int64_t j = 0; j < n; ++j) {
+          const __m512 s = _mm512_set1_ps(sc[j]);
+          for (int v = 0; v < V; ++v) acc[v] = _mm512_fmadd_ps(s, load16<Kv::F32>(rows[j], d0 + 16 * v), acc[v]);
+        }
+        for (int v = 0; v < V; ++v) _mm512_storeu_ps(ah + 16 * v, acc[v]);
       }
-      for (int v = 0; v < V; ++v) _mm512_storeu_ps(ah + 16 * v, acc[v]);
     }
   }
 }
@@ -235,7 +247,7 @@ SliceKernel group_slice_fn(std::int64_t head_dim) {
     case 6: return kv_group_slice<E, 6>;
     case 7: return kv_group_slice<E, 7>;
     case 8: return kv_group_slice<E, 8>;
-    default: return nullptr;
+    default: return head_dim % 128 == 0 && head_dim <= kMaxSliceDim ? kv_group_slice<E, 8, true> : nullptr;  // pieces of 128
   }
 }
 
