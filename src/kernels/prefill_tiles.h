@@ -1,8 +1,10 @@
 #pragma once
 // The instruction-set-neutral half of the prefill attention tiles (avx512/ and
 // avx2/attention_prefill_*.cpp): how many tokens a tile takes, the task loop over (tile, KV head),
-// a tile's scratch, and moving its query rows in and its outputs out. The ISA files keep the
-// three steps that do the arithmetic (scores, softmax, values). Generic code, no ISA flags.
+// a tile's scratch, moving its query rows in and its outputs out, the softmax step's loop over
+// rows and the causal spans of the value step. The ISA files keep the arithmetic (key transpose,
+// score and value calls, the vector max and scale the softmax step calls). Generic code, no ISA
+// flags, except for_each_value_span, a template instantiated where it is called.
 #include <cstdint>
 
 #include "kernels/kernels.h"
