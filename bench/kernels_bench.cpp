@@ -81,7 +81,8 @@ void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-// Dense BF16 GEMM at prefill / batch sizes (BF16 checkpoints, lm_heads), one L2/L3-resident matrix.
+// Dense BF16 GEMM at prefill / batch sizes (BF16 checkpoints, lm_heads): an n x k matrix, resident
+// in L3 when small (2048 x 2048), read from memory when not (the lm_head).
 void bf16_gemm(benchmark::State& state, const Backend* b, std::int64_t n, std::int64_t k, std::int64_t m) {
   Rng rng(43);
   auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, n, k);
@@ -273,11 +274,17 @@ bool register_all() {
       benchmark::RegisterBenchmark(("nvfp4_m64/" + b.name + "/768x2048").c_str(),
                                    [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 64); })
           ->UseRealTime();
-      if (b.dense.present())
+      if (b.dense.present()) {
         for (std::int64_t m : {16, 64})
           benchmark::RegisterBenchmark(("bf16_m" + std::to_string(m) + "/" + b.name + "/2048x2048").c_str(),
                                        [&b, m](benchmark::State& st) { bf16_gemm(st, &b, 2048, 2048, m); })
               ->UseRealTime();
+        // Qwen3-30B-A3B's BF16 lm_head (0.62 GB, from memory) in a 16-sequence decode step.
+        benchmark::RegisterBenchmark(("lm_head_30b_m16/" + b.name).c_str(),
+                                     [&b](benchmark::State& st) { bf16_gemm(st, &b, 151936, 2048, 16); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
       if (b.attention.present())
         for (std::int64_t past : {512, 2048, 8192})
           for (DType dtype : {DType::F32, DType::F16, DType::BF16})

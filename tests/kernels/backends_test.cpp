@@ -41,11 +41,15 @@ double max_error(const std::vector<float>& out, const std::vector<float>& ref, s
   return output_error(out.data(), ref.data(), rows, cols);
 }
 
-void check_gemm(OpFamily family, SchemeKind kind, DType dtype, std::int64_t n, std::int64_t k, Fp4Semantics sem) {
+constexpr std::int64_t kTileRemainders[] = {1, 2, 3, 4, 5, 7, 16, 17, 33};
+
+template <class Ms = decltype(kTileRemainders)>
+void check_gemm(OpFamily family, SchemeKind kind, DType dtype, std::int64_t n, std::int64_t k, Fp4Semantics sem,
+                const Ms& ms = kTileRemainders) {
   Rng rng(n * 1000003 + k * 7 + static_cast<int>(dtype));
   auto w = random_weight(rng, kind, dtype, n, k);
   const GemmKernel* ref = reference_kernels().fp4_gemm;
-  for (std::int64_t m : {1, 2, 3, 4, 5, 7, 16, 17, 33}) {
+  for (std::int64_t m : ms) {
     const auto x = random_activations(rng, m, k);
     std::vector<float> want(static_cast<std::size_t>(m * n));
     ref->run(x.data(), m, w->w, want.data(), sem);
@@ -81,6 +85,16 @@ TEST(Backends, DenseDtypesMatchReference) {
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
     for (std::int64_t k : {8, 21, 48, 64, 100, 200}) check_gemm(OpFamily::DenseGemm, SchemeKind::Dense, dt, 13, k, Fp4Semantics::W4A16);
   for (std::int64_t k : {16, 40}) check_gemm(OpFamily::DenseGemm, SchemeKind::FP8, DType::F8_E4M3, 9, k, Fp4Semantics::W4A16);
+}
+
+// From 16 tokens the AVX-512 dense GEMM puts tokens in the lanes (avx512/dense_token_groups_avx512.cpp):
+// 16-row panels of 256 elements summed into totals, a padded last group from 12 tokens, the
+// rest on the row loops. Several panels of rows and of elements, a partial last one of each.
+TEST(Backends, DenseTokenGroupsMatchReference) {
+  constexpr std::int64_t kMs[] = {16, 28, 31, 45};
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    check_gemm(OpFamily::DenseGemm, SchemeKind::Dense, dt, 70, 600, Fp4Semantics::W4A16, kMs);
+  check_gemm(OpFamily::DenseGemm, SchemeKind::FP8, DType::F8_E4M3, 37, 528, Fp4Semantics::W4A16, kMs);
 }
 
 TEST(Backends, Fp8EveryCodeDecodes) {

@@ -1,13 +1,17 @@
-// Dense (BF16, F16, F32) and FP8-E4M3 weight x fp32 GEMM, AVX-512. Each weight vector is
-// converted to fp32 once and used for up to four activation rows; fp32 FMA accumulation. BF16
-// has two loops of its own: one row at a time for at most four activation rows (decode: the
-// lm_head, the routers), and four rows x four tokens with a cheaper conversion above that.
+// Dense (BF16, F16, F32) and FP8-E4M3 weight x fp32 GEMM, AVX-512. From 16 tokens, whole groups
+// of 16 go to the token groups (dense_token_groups_avx512.cpp: tokens in the lanes). Below that,
+// and for the few tokens left over, each weight vector is converted to fp32 once and used for up
+// to four activation rows; fp32 FMA accumulation. BF16 has two loops of its own: one row at a
+// time for at most four activation rows (decode: the lm_head, the routers), and four rows x four
+// tokens with a cheaper conversion above that.
 // ISA translation unit: no standard-library templates here (see nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/avx512/dense_loaders.h"
+#include "kernels/avx512/dense_token_groups.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
@@ -23,38 +27,6 @@ constexpr std::int64_t kMaxMb = 4;
 // this loop ran it; since session 19 it serves BF16 above four rows and the other types.
 // Prefetches past the last row are harmless: they never fault.
 constexpr std::int64_t kPrefetchL2Bytes = 16384;
-
-// Each loader turns 16 consecutive weights of a row into fp32; `bytes` is the element size.
-struct Bf16 {
-  static constexpr int bytes = 2;
-  static __m512 load(const std::uint8_t* p) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  }
-};
-struct F16 {
-  static constexpr int bytes = 2;
-  static __m512 load(const std::uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-};
-struct F32 {
-  static constexpr int bytes = 4;
-  static __m512 load(const std::uint8_t* p) { return _mm512_loadu_ps(p); }
-};
-// E4M3 "fn" by bit manipulation: normal codes map to fp32 by re-biasing the exponent (+120),
-// subnormals (exponent 0) are mantissa * 2^-9, 0x7F/0xFF are NaN; the sign is copied.
-struct Fp8 {
-  static constexpr int bytes = 1;
-  static __m512 load(const std::uint8_t* p) {
-    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m512i em = _mm512_and_si512(v, _mm512_set1_epi32(0x7F));
-    const __m512i normal = _mm512_add_epi32(_mm512_slli_epi32(em, 20), _mm512_set1_epi32(120 << 23));
-    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(em), _mm512_set1_ps(1.0f / 512.0f));
-    __m512 r = _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(em, _mm512_set1_epi32(8)), _mm512_castsi512_ps(normal), sub);
-    r = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(em, _mm512_set1_epi32(0x7F)), r, _mm512_set1_ps(__builtin_nanf("")));
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x80)), 24);
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), sign));
-  }
-};
 
 struct Ctx {
   const float* x;
@@ -199,7 +171,8 @@ void bf16_stream(const Ctx& c) {
   });
 }
 
-// BF16 above four activation rows (batched decode's lm_head, BF16 prefill without AMX): four rows
+// BF16 above four activation rows (before session 27 batched decode's lm_head and BF16 prefill
+// without AMX; now the tokens the token groups leave, fewer than 12): four rows
 // x four tokens per loop, as the generic loop below, but with the stream's conversion: one shift
 // and one mask per 32 weights instead of a 16-bit widening (a port-5 permute) and a shift per 16,
 // on the ports the FMAs need. `kernels_bench` bf16_m16 / bf16_m64: 179-196 / 201-229 GFLOP/s
@@ -274,6 +247,15 @@ void run(const Ctx& c) {
 
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
+  // From 16 tokens the token groups take whole groups; fewer than their padded minimum left over
+  // go to the loops below.
+  if (const std::int64_t grouped = dense_token_group_tokens(m); grouped > 0) {
+    dense_gemm_token_groups(x, grouped, w, y);
+    x += grouped * w.k;
+    y += grouped * w.n;
+    m -= grouped;
+    if (m == 0) return;
+  }
   const Ctx c{x, m, w.k, w.n, w.data, w.kind == SchemeKind::FP8 ? w.weight_scale_2 : 1.0f, y};
   if (w.kind == SchemeKind::FP8) return run<Fp8>(c);
   switch (w.dtype) {
