@@ -154,7 +154,7 @@ TEST(Int8Activations, LargestProductsStayExact) {
     for (const Backend* b : {f.one, f.three}) {
       Rng rng(8);
       constexpr std::int64_t k = 256, n = 4;
-      for (std::int64_t m : {1, 6}) {
+      for (std::int64_t m : {1, 6, 16}) {  // decode rows, 8-token tiles, a group of 16 in the lanes (AVX-512)
         auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
         std::fill(w->data.begin(), w->data.begin() + k / 2, 0x77);  // row 0: +6 everywhere
         std::fill(w->data.begin() + k / 2, w->data.begin() + k, 0xFF);  // row 1: -6 everywhere

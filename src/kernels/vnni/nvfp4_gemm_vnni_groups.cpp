@@ -10,13 +10,20 @@
 // sum is left. 4 rows x 2 groups of 16 tokens run per pass: per block 32 vpdpbusd, 8 converts,
 // 8 multiplies and 8 FMAs, all on registers.
 //
-// Activations ("group": 16 tokens; tokens past m are zero): record (group g, block b) is 5 lines
-// of 64 bytes. Line c, byte 4t + j: token t's element 16b + 4c + j as q + 128 (vpdpbusd's
-// unsigned operand; q in [-127, 127] on the grid of int8_grid.h). Line 4: token t's step * 2^63.
-// Weights: w = 2 * E2M1 as signed bytes, so sum((q + 128) w) = sum(q w) + 128 sum(w); each
-// accumulator starts at -128 sum(w) of its row's block, computed when the row is decoded. The
-// sums are exact integers (|lane| < 16 * 255 * 12 + 128 * 192 < 2^16), so the result equals the
-// tiles' up to fp32 rounding of the scaled block sums.
+// Weights: u = 2 * E2M1 + 12 as unsigned bytes (vpdpbusd's unsigned operand, 0..24), in each
+// block's nibble order: a row's 8 code bytes of block b hold elements 2j (low nibble) and 2j + 1
+// (high), so the decode stores the block's 16 weights as its even elements, then its odd ones
+// (two table lookups and two qword permutes per 64 code bytes).
+// Activations ("group": 16 tokens; tokens past m are zero): record (group g, block b) is 6 lines
+// of 64 bytes. Line c, byte 4t + j: token t's q (signed, in [-127, 127] on the grid of
+// int8_grid.h) of the element whose weight is byte 4c + j of the block's decoded weights. Line 4:
+// token t's step * 2^63. Line 5: token t's -12 * sum(q) over the block, where each accumulator
+// starts, so sum(u q) - 12 sum(q) = sum(2 E2M1 q). The correction belongs to the activations,
+// computed once per token and block when they are quantized; until session 27 the weights were
+// signed and the activations offset by 128, and the decode summed every row's block for its
+// -128 * sum(w): a third of the decode's instructions, and the decode was a third of a
+// 16-token call. The sums are exact integers (|lane| < 16 * 24 * 127 + 12 * 16 * 127 < 2^16), so
+// the result equals the tiles' up to fp32 rounding of the scaled block sums.
 // ISA translation unit: no standard-library templates here (see avx512/nvfp4_gemm_avx512.cpp).
 #include <immintrin.h>
 
@@ -26,6 +33,7 @@
 #include "kernels/lut.h"
 #include "kernels/nvfp4_isa_common.h"
 #include "kernels/scratch.h"
+#include "kernels/token_groups.h"
 #include "kernels/vnni/int8_grid.h"
 #include "kernels/vnni/int8_token_groups.h"
 #include "util/thread_pool.h"
@@ -35,7 +43,9 @@ namespace fp4serve::kernels::vnni {
 namespace {
 
 constexpr std::int64_t kGroup = 16;              // tokens per group: one per fp32 lane
-constexpr std::int64_t kRecordBytes = 5 * 64;    // per (group, block)
+constexpr std::int64_t kRecordBytes = 6 * 64;    // per (group, block)
+constexpr std::int64_t kScaleLine = 4 * 64, kCorrectionLine = 5 * 64;
+constexpr std::int32_t kWeightOffset = 12;
 constexpr std::int64_t kRows = 4;                // rows per pass (4 x 2 x 2 accumulators fill 16 registers)
 constexpr std::int64_t kPairGroups = 2;          // groups per pass
 // A last partial group with this many tokens runs padded: from about 12 of 16 lanes the group
@@ -52,14 +62,26 @@ constexpr std::int64_t kTokenBlockBytes = 256 * 1024;
 // 12 %) and batch-16 decode steps took 2.7 % less time in the median (docs/perf.md, session 23).
 constexpr std::int64_t kPrefetchAheadBytes = 8192;
 
-// 2 * E2M1 for codes 0..15 as signed bytes, four times (vpermb indexes 64 bytes).
-struct SignedTable {
-  alignas(64) std::int8_t v[64];
-  constexpr SignedTable() : v{} {
-    for (int i = 0; i < 64; ++i) v[i] = static_cast<std::int8_t>(doubled_e2m1(i & 15));
+// 2 * E2M1 + 12 for codes 0..15, four times (vpermb indexes 64 bytes).
+struct WeightTable {
+  alignas(64) std::uint8_t v[64];
+  constexpr WeightTable() : v{} {
+    for (int i = 0; i < 64; ++i) v[i] = static_cast<std::uint8_t>(kWeightOffset + doubled_e2m1(i & 15));
   }
 };
-constexpr SignedTable kSignedTable;
+constexpr WeightTable kWeightTable;
+
+// A block's 16 elements in its decoded weights' order: the even ones, then the odd ones.
+struct NibbleOrder {
+  alignas(16) std::int8_t v[16];
+  constexpr NibbleOrder() : v{} {
+    for (int i = 0; i < 8; ++i) {
+      v[i] = static_cast<std::int8_t>(2 * i);
+      v[8 + i] = static_cast<std::int8_t>(2 * i + 1);
+    }
+  }
+};
+constexpr NibbleOrder kNibbleOrder;
 
 inline std::int64_t blocks_of(std::int64_t k) { return k / 16; }
 // The decode writes 128 codes and 16 scales at a time: rows padded to 256 elements hold both.
@@ -70,24 +92,25 @@ inline std::int64_t padded_k(std::int64_t k) { return (k + 255) / 256 * 256; }
 bool quantize_tokens(const float* x, std::int64_t m, std::int64_t k, std::uint8_t* base, std::int64_t i0,
                      std::int64_t i1) {
   const std::int64_t nb = blocks_of(k);
+  const __m128i order = _mm_load_si128(reinterpret_cast<const __m128i*>(kNibbleOrder.v));
   for (std::int64_t i = i0; i < i1; ++i) {
     const std::int64_t g = i / kGroup, t = i % kGroup;
     std::uint8_t* rec = base + g * nb * kRecordBytes;
     for (std::int64_t b = 0; b < nb; ++b, rec += kRecordBytes) {
-      alignas(16) std::uint8_t q[16];
+      alignas(16) std::uint8_t q[16] = {};  // a padding token: q = 0 adds nothing and is never stored
       float sa = 0.0f;
+      std::int32_t corr = 0;
       if (i < m) {
         GridBlock grid;
         if (!to_int8_grid(_mm512_loadu_ps(x + i * k + 16 * b), grid)) return false;
         const __m512i qi = _mm512_cvtps_epi32(round_even(grid.scaled));
-        _mm_store_si128(reinterpret_cast<__m128i*>(q),
-                        _mm_xor_si128(_mm512_cvtepi32_epi8(qi), _mm_set1_epi8(static_cast<char>(0x80))));
+        _mm_store_si128(reinterpret_cast<__m128i*>(q), _mm_shuffle_epi8(_mm512_cvtepi32_epi8(qi), order));
         sa = grid.step * kActivationScale;
-      } else {
-        std::memset(q, 0x80, sizeof q);  // q = 0: a padding token adds nothing and is never stored
+        corr = -kWeightOffset * _mm512_reduce_add_epi32(qi);
       }
       for (int c = 0; c < 4; ++c) std::memcpy(rec + 64 * c + 4 * t, q + 4 * c, 4);
-      std::memcpy(rec + 256 + 4 * t, &sa, 4);
+      std::memcpy(rec + kScaleLine + 4 * t, &sa, 4);
+      std::memcpy(rec + kCorrectionLine + 4 * t, &corr, 4);
     }
   }
   return true;
@@ -103,12 +126,11 @@ bool quantize_groups(const float* x, std::int64_t m, std::int64_t k, std::uint8_
   return bad == 0;
 }
 
-// Rows decoded for the kernel: kRows rows of padded_k(k) signed codes, and per (row, block) the
-// scale (times 2^-120, as the E4M3 bits shifted) and the accumulator's start, -128 * sum(w).
+// Rows decoded for the kernel: kRows rows of padded_k(k) weights u (each block's even elements,
+// then its odd ones), and per (row, block) the scale (times 2^-120, as the E4M3 bits shifted).
 struct Panel {
-  std::int8_t* codes;
+  std::uint8_t* codes;
   float* scales;
-  std::int32_t* starts;
   std::int64_t row_codes, row_blocks;  // strides
 };
 
@@ -116,18 +138,14 @@ struct Panel {
 // (kPrefetchAheadBytes). Prefetches past the matrix never fault.
 void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, std::int64_t ahead, const float* e4m3,
                  const Panel& p) {
-  const __m512i table = _mm512_load_si512(kSignedTable.v);
-  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  const __m512i table = _mm512_load_si512(kWeightTable.v);
+  // Qword i of the low (high) nibbles' lookups is block i's even (odd) elements.
+  const __m512i first = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), second = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
   const std::int64_t row_bytes = w.k / 2, nb = blocks_of(w.k);
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::uint8_t* src = w.data + (r0 + r) * row_bytes;
     const char* next = reinterpret_cast<const char*>(src + ahead * row_bytes);
-    std::int8_t* codes = p.codes + r * p.row_codes;
-    // Byte j holds elements 2j (low nibble) and 2j + 1: look both up, then interleave. The
-    // unpacks work per 128-bit lane, so their halves are put back in order by the qword permutes.
-    // Block b is bytes 8b..8b+7, so vpsadbw over the sum of both lookups (offset by 24 to be
-    // unsigned) gives each block's sum(w) + 192 in one qword.
-    std::int32_t* starts = p.starts + r * p.row_blocks;
+    std::uint8_t* codes = p.codes + r * p.row_codes;
     for (std::int64_t j = 0; j < row_bytes; j += 64) {
       _mm_prefetch(next + j, _MM_HINT_T1);
       const std::int64_t left = row_bytes - j;
@@ -135,15 +153,10 @@ void decode_rows(const WeightMatrix& w, std::int64_t r0, std::int64_t rows, std:
       // 5-8 % slower on Zen 4 (pp512: +2.3 % in the median of 8 alternations; docs/perf.md,
       // session 22). Past k: code 0 is +0.
       const __m512i v = left >= 64 ? _mm512_loadu_si512(src + j) : _mm512_maskz_loadu_epi8((1ull << left) - 1, src + j);
+      // vpermb reads each index's low 6 bits and the table repeats every 16: no masks.
       const __m512i lo = _mm512_permutexvar_epi8(v, table), hi = _mm512_permutexvar_epi8(_mm512_srli_epi16(v, 4), table);
-      const __m512i a = _mm512_unpacklo_epi8(lo, hi), c = _mm512_unpackhi_epi8(lo, hi);
-      _mm512_store_si512(codes + 2 * j, _mm512_permutex2var_epi64(a, first, c));
-      _mm512_store_si512(codes + 2 * j + 64, _mm512_permutex2var_epi64(a, second, c));
-      const __m512i pair = _mm512_add_epi8(_mm512_add_epi8(lo, hi), _mm512_set1_epi8(24));
-      const __m256i sums = _mm512_cvtepi64_epi32(_mm512_sad_epu8(pair, _mm512_setzero_si512()));
-      // -128 * sum(w) = (192 - (sum(w) + 192)) * 128; blocks past k (zero codes) get 0.
-      _mm256_store_si256(reinterpret_cast<__m256i*>(starts + j / 8),
-                         _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(8 * 24), sums), 7));
+      _mm512_store_si512(codes + 2 * j, _mm512_permutex2var_epi64(lo, first, hi));
+      _mm512_store_si512(codes + 2 * j + 64, _mm512_permutex2var_epi64(lo, second, hi));
     }
     const std::uint8_t* sc = w.block_scales + (r0 + r) * nb;
     float* scales = p.scales + r * p.row_blocks;
@@ -167,16 +180,16 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
-  const std::int8_t* const codes = p.codes;
+  const std::uint8_t* const codes = p.codes;
   const std::int64_t row_codes = p.row_codes, row_blocks = p.row_blocks;
   for (std::int64_t b = 0; b < nb; ++b) {
     const std::uint8_t* rec = recs + b * kRecordBytes;
     __m512i s[R][G];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512i start = _mm512_set1_epi32(p.starts[r * row_blocks + b]);
 #pragma GCC unroll 2
-      for (int g = 0; g < G; ++g) s[r][g] = start;
+    for (int g = 0; g < G; ++g) {
+      const __m512i start = _mm512_load_si512(rec + g * group_bytes + kCorrectionLine);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) s[r][g] = start;
     }
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -189,12 +202,12 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
         std::memcpy(&four, codes + r * row_codes + 16 * b + 4 * c, 4);
         const __m512i wb = _mm512_set1_epi32(four);
 #pragma GCC unroll 2
-        for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpbusd_epi32(s[r][g], xq[g], wb);
+        for (int g = 0; g < G; ++g) s[r][g] = _mm512_dpbusd_epi32(s[r][g], wb, xq[g]);
       }
     }
     __m512 sa[G];
 #pragma GCC unroll 2
-    for (int g = 0; g < G; ++g) sa[g] = _mm512_load_ps(rec + g * group_bytes + 256);
+    for (int g = 0; g < G; ++g) sa[g] = _mm512_load_ps(rec + g * group_bytes + kScaleLine);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 sw = _mm512_set1_ps(p.scales[r * row_blocks + b]);
@@ -257,9 +270,8 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
   if (block < kPairGroups) block = kPairGroups;
   const std::int64_t row_codes = padded_k(w.k), row_blocks = row_codes / 16;
   auto* mem = static_cast<std::uint8_t*>(
-      thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(kRows * (row_codes + 8 * row_blocks))));
-  const Panel p{reinterpret_cast<std::int8_t*>(mem), reinterpret_cast<float*>(mem + kRows * row_codes),
-                reinterpret_cast<std::int32_t*>(mem + kRows * (row_codes + 4 * row_blocks)), row_codes, row_blocks};
+      thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(kRows * (row_codes + 4 * row_blocks))));
+  const Panel p{mem, reinterpret_cast<float*>(mem + kRows * row_codes), row_codes, row_blocks};
   const float out_scale = kUndo * w.weight_scale_2;
   const std::int64_t ahead_bytes_rows = (kPrefetchAheadBytes + w.k / 2 - 1) / (w.k / 2);
   const std::int64_t ahead_rows = ahead_bytes_rows > kRows ? ahead_bytes_rows : kRows;
@@ -288,11 +300,7 @@ thread_local Int8Memo tl_memo{nullptr, 0, 0, 0, false};  // see Int8Memo
 
 }  // namespace
 
-std::int64_t token_group_tokens(std::int64_t m) {
-  if (m < kGroup) return 0;
-  const std::int64_t whole = m / kGroup * kGroup;
-  return m - whole >= kPaddedMinTokens ? m : whole;
-}
+std::int64_t token_group_tokens(std::int64_t m) { return tokens_in_groups(m, kGroup, kPaddedMinTokens); }
 
 bool nvfp4_gemm_int8_token_groups(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return true;
