@@ -149,6 +149,33 @@ inline void prefetch_rows(RowWalker& w, std::int64_t count, std::int64_t row_byt
   }
 }
 
+// A block's prefetches in G shares, one before each query head's work on the block. A software
+// prefetch holds one of the core's few line fill buffers until its line arrives, and the next
+// waits for a free one: the block's 128 lines (16 rows of 512 B) requested at once stalled the
+// core until most had arrived (43 % of the kernel's samples sat right after them, docs/perf.md,
+// session 26); in shares, the heads' FMAs run while the lines come. kernels_bench
+// attention_decode_30b over 2048 / 8192 positions, f32: 27.9-28.6 / 119-121 ms -> 22.3-23.8 /
+// 99.6-107; f16: 18-20 / 80-90 -> 15.8 / 69 (docs/perf.md, session 27).
+class SpreadPrefetch {
+ public:
+  SpreadPrefetch(RowWalker& ahead, std::int64_t row_bytes, std::int64_t shares)
+      : ahead_(ahead), row_bytes_(row_bytes), shares_(shares) {}
+  void start_block(std::int64_t rows) {
+    left_ = rows;
+    per_share_ = (rows + shares_ - 1) / shares_;
+  }
+  void share() {
+    if (left_ <= 0) return;
+    const std::int64_t c = left_ < per_share_ ? left_ : per_share_;
+    prefetch_rows(ahead_, c, row_bytes_);
+    left_ -= c;
+  }
+
+ private:
+  RowWalker& ahead_;
+  std::int64_t row_bytes_, shares_, left_ = 0, per_share_ = 0;
+};
+
 // All query heads of KV head g for query token i over positions [first, last) (one slice of a
 // split decode), blocks of 16 through L1; the unnormalized sums go to `part`. head_dim in pieces
 // of V vectors (one piece up to 128; Qwen3.5's 256 in two), so a piece of the query and of the
@@ -182,12 +209,14 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   const std::int64_t ahead = kAheadRows;
   RowWalker keys(a, a.k_offset, g, first), keys_ahead(a, a.k_offset, g, first);
   for (std::int64_t j = 0; j < ahead && j < visible; ++j) keys_ahead.next();
+  SpreadPrefetch keys_prefetch(keys_ahead, D * kKvElementBytes<E>, G);
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = keys.next();
-    prefetch_rows(keys_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D * kKvElementBytes<E>);
+    keys_prefetch.start_block(visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock);
     widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
+      keys_prefetch.share();
       __m512 acc[kBlock];
       for (std::int64_t j = 0; j < kBlock; ++j) acc[j] = _mm512_setzero_ps();
       for (std::int64_t d0 = 0; d0 < D; d0 += 16 * V) {
@@ -212,12 +241,14 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
   RowWalker values(a, a.v_offset, g, first), values_ahead(a, a.v_offset, g, first);
   for (std::int64_t j = 0; j < ahead && j < visible; ++j) values_ahead.next();
+  SpreadPrefetch values_prefetch(values_ahead, D * kKvElementBytes<E>, G);
   for (std::int64_t p0 = 0; p0 < visible; p0 += kBlock) {
     const std::int64_t n = visible - p0 < kBlock ? visible - p0 : kBlock;
     for (std::int64_t j = 0; j < n; ++j) rows[j] = values.next();
-    prefetch_rows(values_ahead, visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock, D * kKvElementBytes<E>);
+    values_prefetch.start_block(visible - p0 - ahead < kBlock ? visible - p0 - ahead : kBlock);
     widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
+      values_prefetch.share();
       const float* sc = scores + h * stride + p0;
       for (std::int64_t d0 = 0; d0 < D; d0 += 16 * V) {
         float* ah = accs + h * D + d0;
