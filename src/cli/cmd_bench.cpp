@@ -50,6 +50,7 @@
 #include "engine/runtime.h"
 #include "formats/dtype.h"
 #include "kernels/cli_options.h"
+#include "kernels/moe_traffic.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_summary.h"
@@ -358,7 +359,37 @@ struct TestResult {
   std::int64_t batch = 1;
   std::int64_t tokens = 0;  // per repetition, all sequences
   Stats seconds, tokens_per_s;
+  // Decode tests: the timed steps and what their MoE calls read of the routed experts.
+  std::int64_t steps = 0;
+  kernels::MoeTraffic traffic;
 };
+
+// A decode test's own roofline: a step of B sequences reads the weights outside the routed
+// experts once and each expert any of the B tokens is routed to once (the MoE kernels count
+// those, kernels/moe_traffic.h), so B tokens cost less than B times one token's bytes but more
+// than one token's. Unknown (bytes 0) when the model has routed experts and the MoE backend did
+// not count them (the reference).
+struct StepRoofline {
+  double bytes = 0;               // read per step
+  double experts_per_call = 0;    // distinct experts per MoE layer call
+  double tokens_per_s = 0;        // B * bandwidth / bytes
+  double fraction = 0;            // the test's median over tokens_per_s
+  double batch_gain_limit = 0;    // B * bytes per token at batch 1 / bytes: the most batching gains while memory-bound
+};
+
+std::optional<StepRoofline> step_roofline(const TestResult& t, const CheckpointSummary& s, double gb_per_s) {
+  const bool routed = s.routed_expert_bytes_per_token > 0;
+  if (t.steps <= 0 || s.weight_bytes_per_token == 0 || gb_per_s <= 0 || (routed && t.traffic.calls == 0)) return std::nullopt;
+  StepRoofline r;
+  const double steps = static_cast<double>(t.steps), batch = static_cast<double>(t.batch);
+  r.bytes = static_cast<double>(s.weight_bytes_per_token - s.routed_expert_bytes_per_token) +
+            static_cast<double>(t.traffic.bytes) / steps;
+  if (t.traffic.calls > 0) r.experts_per_call = static_cast<double>(t.traffic.experts) / static_cast<double>(t.traffic.calls);
+  r.tokens_per_s = batch * gb_per_s * 1e9 / r.bytes;
+  r.fraction = t.tokens_per_s.median / r.tokens_per_s;
+  r.batch_gain_limit = batch * static_cast<double>(s.weight_bytes_per_token) / r.bytes;
+  return r;
+}
 
 nlohmann::json stats_json(const Stats& s) {
   return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"stddev", s.stddev}, {"samples", s.samples}};
@@ -418,7 +449,7 @@ void bench(BenchArgs& a) {
   std::vector<TestResult> results;
   if (a.prompt > 0) {
     const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
-    TestResult t{"pp" + std::to_string(a.prompt) + at_depth, 1, a.prompt, {}, {}};
+    TestResult t{"pp" + std::to_string(a.prompt) + at_depth, 1, a.prompt, {}, {}, 0, {}};
     std::vector<double> secs, rates;
     // Warm-up, as llama-bench: the first prefill of this length grows the workspaces.
     prefill(*model, seqs, tokens, logits);
@@ -449,14 +480,17 @@ void bench(BenchArgs& a) {
   };
   if (a.generate > 0) {
     for (std::int64_t b : batches) {
-      TestResult t{"tg" + std::to_string(a.generate) + at_depth, b, a.generate * b, {}, {}};
+      TestResult t{"tg" + std::to_string(a.generate) + at_depth, b, a.generate * b, {}, {}, 0, {}};
       decode(*model, seqs, b, std::min<std::int64_t>(a.generate, 4), logits);  // warm-up, as llama-bench
       std::vector<double> secs, rates;
+      kernels::MoeTraffic before = kernels::moe_traffic();
       for (int r = 0; r < a.reps; ++r) {
         if (b == 1 && probe_beside) read_beside();
         secs.push_back(decode(*model, seqs, b, a.generate, logits));
         rates.push_back(static_cast<double>(a.generate * b) / secs.back());
       }
+      t.traffic = kernels::moe_traffic() - before;
+      t.steps = a.reps * a.generate;
       if (b == 1 && probe_beside) read_beside();
       t.seconds = stats_of(secs);
       t.tokens_per_s = stats_of(rates);
@@ -497,7 +531,8 @@ void bench(BenchArgs& a) {
                   {"params_total", summary.params_total},
                   {"params_active", summary.params_active},
                   {"weight_bytes", summary.resident_weight_bytes},
-                  {"weight_bytes_per_token", summary.weight_bytes_per_token}};
+                  {"weight_bytes_per_token", summary.weight_bytes_per_token},
+                  {"routed_expert_bytes_per_token", summary.routed_expert_bytes_per_token}};
     j["threads"] = global_thread_pool().size();
     j["cpu"] = cpu_features().model_name;
     j["semantics"] = selection->report().semantics;
@@ -518,6 +553,12 @@ void bench(BenchArgs& a) {
                           {"seconds", stats_json(t.seconds)},
                           {"tokens_per_s", stats_json(t.tokens_per_s)}};
       if (tg1 != nullptr && t.name[0] == 't') e["speedup_vs_batch1"] = t.tokens_per_s.median / tg1->tokens_per_s.median;
+      if (const auto sr = step_roofline(t, summary, roofline_gb_per_s))
+        e["step_roofline"] = {{"bytes_per_step", sr->bytes},
+                              {"experts_per_moe_call", sr->experts_per_call},
+                              {"tokens_per_s", sr->tokens_per_s},
+                              {"fraction", sr->fraction},
+                              {"batch_gain_limit", sr->batch_gain_limit}};
       tests.push_back(e);
     }
     j["tests"] = tests;
@@ -588,10 +629,19 @@ void bench(BenchArgs& a) {
                 << fixed(100.0 * fraction_of_best, 1) << "% of its best pass's)";
     std::cout << "\n";
   }
-  for (const TestResult& t : results)
-    if (tg1 != nullptr && t.name[0] == 't' && t.batch != 1)
-      std::cout << "batch " << t.batch << ": " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2)
-                << "x the aggregate tokens/s of batch 1\n";
+  for (const TestResult& t : results) {
+    if (t.name[0] != 't' || t.batch == 1) continue;
+    std::cout << "batch " << t.batch << ":";
+    if (tg1 != nullptr) std::cout << " " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2) << "x the aggregate tokens/s of batch 1;";
+    if (const auto sr = step_roofline(t, summary, roofline_gb_per_s)) {
+      std::cout << " a step read " << fixed(sr->bytes / 1e9, 2) << " GB";
+      if (summary.routed_expert_bytes_per_token > 0)
+        std::cout << " (" << fixed(sr->experts_per_call, 1) << " of " << model->config().num_experts << " experts per MoE layer)";
+      std::cout << ", its roofline " << fixed(sr->tokens_per_s, 2) << " tokens/s, reached " << fixed(100.0 * sr->fraction, 1)
+                << "%; memory-bound, " << t.batch << " sequences gain at most " << fixed(sr->batch_gain_limit, 2) << "x";
+    }
+    std::cout << "\n";
+  }
   if (a.depth > 0)
     std::cout << "depth: " << a.depth << " tokens prefilled once in " << fixed(depth_s, 1) << " s; decode there also reads "
               << fixed(static_cast<double>(kv_bytes_at_depth) / 1e9, 3)

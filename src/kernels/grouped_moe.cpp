@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "formats/dtype.h"
+#include "kernels/moe_traffic.h"
 #include "kernels/scratch.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -21,6 +22,12 @@ std::int64_t row_bytes(const WeightMatrix& w) {
     case SchemeKind::Dense: break;
   }
   return w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
+}
+
+// Bytes of a whole matrix: its rows and, for NVFP4, its block scales.
+std::uint64_t matrix_bytes(const WeightMatrix& w) {
+  const std::int64_t scales = w.kind == SchemeKind::NVFP4 ? w.n * (w.k / 16) : 0;
+  return static_cast<std::uint64_t>(w.n * row_bytes(w) + scales);
 }
 
 }  // namespace
@@ -158,6 +165,14 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
   fill.assign(offset.begin(), offset.end() - 1);
   for (std::int64_t t = 0; t < m; ++t)
     for (std::int64_t i = 0; i < K; ++i) slot_of[t * K + i] = fill[r.expert[t * K + i]]++;
+  std::uint64_t used = 0, used_bytes = 0;
+  for (std::int64_t e = 0; e < E; ++e) {
+    if (count[e] == 0) continue;
+    const MoeExpert& ex = layer.experts[static_cast<std::size_t>(e)];
+    ++used;
+    used_bytes += matrix_bytes(ex.gate) + matrix_bytes(ex.up) + matrix_bytes(ex.down);
+  }
+  count_moe_call(used, used_bytes);
   // The element-wise steps (this gather, SiLU x up, the weighted sum) are split across the pool
   // by token or element: each output is computed by the same operations whatever the split. In
   // a 512-token prefill they were ~40 % of the samples, on one thread; decode sizes stay inline.

@@ -93,6 +93,7 @@ CheckpointSummary summarize_checkpoint(const std::filesystem::path& dir) {
     const Usage use = usage_of(role, t, c);
     const auto read = static_cast<std::uint64_t>(static_cast<double>(t.nbytes()) * use.fraction);
     s.weight_bytes_per_token += read;
+    if (role.role == TensorRole::RoutedExpert) s.routed_expert_bytes_per_token += read;
     if (use.active && role.role != TensorRole::Mtp && role.role != TensorRole::Vision)
       s.resident_weight_bytes += t.nbytes();
 
@@ -199,7 +200,10 @@ nlohmann::json summary_to_json(const CheckpointSummary& s) {
         {"linear_attention_state_bytes_per_sequence", s.linear_state_bytes()},
         {"conv_state_bytes_per_sequence", s.conv_state_bytes},
         {"recurrent_state_bytes_per_sequence", s.recurrent_state_bytes}}},
-      {"decode", {{"weight_bytes_per_token", s.weight_bytes_per_token}, {"kv_bytes_per_context_token", s.kv_bytes_per_token}}},
+      {"decode",
+       {{"weight_bytes_per_token", s.weight_bytes_per_token},
+        {"routed_expert_bytes_per_token", s.routed_expert_bytes_per_token},
+        {"kv_bytes_per_context_token", s.kv_bytes_per_token}}},
       {"warnings", s.warnings},
   };
 }
@@ -278,8 +282,10 @@ std::string summary_to_text(const CheckpointSummary& s) {
        << c.num_hidden_layers - linear << " full-attention layer" << (c.num_hidden_layers - linear == 1 ? "" : "s");
   }
   os << "\ndecode reads   " << format_bytes(static_cast<double>(s.weight_bytes_per_token))
-     << " of weights per token, plus " << format_bytes(static_cast<double>(s.kv_bytes_per_token))
-     << " of KV cache per token of context\n";
+     << " of weights per token";
+  if (s.routed_expert_bytes_per_token > 0)
+    os << " (" << format_bytes(static_cast<double>(s.routed_expert_bytes_per_token)) << " of them routed experts)";
+  os << ", plus " << format_bytes(static_cast<double>(s.kv_bytes_per_token)) << " of KV cache per token of context\n";
   if (!s.warnings.empty()) {
     os << "\nwarnings\n";
     for (const auto& w : s.warnings) os << "  - " << w << "\n";

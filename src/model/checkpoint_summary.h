@@ -40,6 +40,9 @@ struct CheckpointSummary {
   std::vector<std::string> excluded;  // the config's ignore / exclude_modules list
   std::uint64_t resident_weight_bytes = 0;  // weights the text model touches (no MTP, vision)
   std::uint64_t weight_bytes_per_token = 0;  // read once per decoded token
+  // The routed experts' share of it (top-k of each MoE layer's experts): a batch of sequences
+  // reads the rest once per step and each expert any of them routes to once.
+  std::uint64_t routed_expert_bytes_per_token = 0;
   std::uint64_t kv_bytes_per_token = 0;      // BF16 K and V of the full-attention layers only
   // Per sequence and fixed-size (independent of length): the fp32 state of the Gated DeltaNet
   // layers. The conv keeps its last kernel-1 inputs per channel of [q|k|v]; the recurrence one

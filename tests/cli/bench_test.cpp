@@ -2,6 +2,8 @@
 // values that hang together (run on a tiny synth model, so the figures themselves mean little).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -122,6 +124,57 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   ASSERT_TRUE(j["cpu_steal_fraction"].is_number());
   EXPECT_GE(j["cpu_steal_fraction"].get<double>(), 0.0);
   EXPECT_LE(j["cpu_steal_fraction"].get<double>(), 1.0);
+}
+
+// A batched decode step reads the weights outside the routed experts once and each expert its
+// tokens are routed to once; the MoE kernels count those experts, and each decode test gets a
+// roofline of its own from them.
+TEST(Bench, EachDecodeTestHasAStepRooflineFromTheExpertsItUsed) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 5 --quiet --out " + dir).code, 0);
+  const auto config = nlohmann::json::parse(std::ifstream(tmp.path() / "tiny" / "config.json"));
+  const double top_k = config["num_experts_per_tok"].get<double>(), experts = config["num_experts"].get<double>();
+
+  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 3 --batch 1,4 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const double per_token = j["model"]["weight_bytes_per_token"].get<double>();
+  const double routed = j["model"]["routed_expert_bytes_per_token"].get<double>();
+  EXPECT_GT(routed, 0);
+  EXPECT_LT(routed, per_token);
+  const double bw = j["roofline"]["bandwidth_gb_per_s"].get<double>();
+  const auto& tests = j["tests"];
+  ASSERT_EQ(tests.size(), 2u);
+
+  // One token uses exactly top_k experts per layer: its step reads what the summary says a token
+  // reads (up to the per-tensor scalars the kernels do not count).
+  const auto& one = tests[0]["step_roofline"];
+  EXPECT_EQ(one["experts_per_moe_call"].get<double>(), top_k);
+  EXPECT_NEAR(one["bytes_per_step"].get<double>(), per_token, 1e-3 * per_token);
+  EXPECT_NEAR(one["batch_gain_limit"].get<double>(), 1.0, 1e-3);
+  EXPECT_NEAR(one["tokens_per_s"].get<double>(), j["roofline"]["decode_tokens_per_s"].get<double>(),
+              1e-3 * one["tokens_per_s"].get<double>());
+
+  // Four tokens use between top_k and 4 top_k distinct experts per layer, each of one expert's
+  // bytes (all experts have one shape), on top of the shared weights read once.
+  const auto& four = tests[1]["step_roofline"];
+  const double used = four["experts_per_moe_call"].get<double>();
+  EXPECT_GE(used, top_k);
+  EXPECT_LE(used, std::min(experts, 4 * top_k));
+  const double bytes = four["bytes_per_step"].get<double>();
+  EXPECT_NEAR(bytes, per_token - routed + used * routed / top_k, 1e-3 * bytes);
+  EXPECT_NEAR(four["tokens_per_s"].get<double>(), 4 * bw * 1e9 / bytes, 1e-9 * four["tokens_per_s"].get<double>());
+  EXPECT_NEAR(four["fraction"].get<double>(), tests[1]["tokens_per_s"]["median"].get<double>() / four["tokens_per_s"].get<double>(),
+              1e-9);
+  EXPECT_NEAR(four["batch_gain_limit"].get<double>(), 4 * per_token / bytes, 1e-9);
+
+  // The text report says the same for the batched test.
+  const CliResult text = run_cli("bench -m " + dir + " -p 0 -n 2 --batch 1,4 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("batch 4: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("experts per MoE layer), its roofline"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("4 sequences gain at most"), std::string::npos) << text.out;
 }
 
 TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
