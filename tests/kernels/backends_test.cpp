@@ -87,9 +87,10 @@ TEST(Backends, DenseDtypesMatchReference) {
   for (std::int64_t k : {16, 40}) check_gemm(OpFamily::DenseGemm, SchemeKind::FP8, DType::F8_E4M3, 9, k, Fp4Semantics::W4A16);
 }
 
-// From 16 tokens the AVX-512 dense GEMM puts tokens in the lanes (avx512/dense_token_groups_avx512.cpp):
-// 16-row panels of 256 elements summed into totals, a padded last group from 12 tokens, the
-// rest on the row loops. Several panels of rows and of elements, a partial last one of each.
+// From 16 tokens the dense GEMMs put tokens in the lanes (avx512/ and avx2/dense_token_groups_*.cpp):
+// panels of 16 (AVX2: 12) rows x 256 elements summed into totals, groups of 16 (8) tokens, a padded
+// last group from 12 (6) tokens, the rest on the row loops. Several panels of rows and of
+// elements, a partial last one of each.
 TEST(Backends, DenseTokenGroupsMatchReference) {
   constexpr std::int64_t kMs[] = {16, 28, 31, 45};
   for (DType dt : {DType::BF16, DType::F16, DType::F32})
