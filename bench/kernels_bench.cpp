@@ -5,8 +5,12 @@
 // machine's memory read bandwidth (util/memory_bandwidth.h), measured once at start in the same
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
-// among M activation rows. attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention over all 48 layers' cached keys and
-// values at a given depth; attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and predictions: docs/perf.md.
+// among M activation rows; lm_head_30b_m16: the BF16 lm_head (0.62 GB, from memory) of a
+// 16-sequence decode step. attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one
+// decode step's attention over all 48 layers' cached keys and values at a given depth;
+// attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth
+// (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and
+// predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
 #include <cmath>

@@ -367,8 +367,8 @@ struct TestResult {
 // A decode test's own roofline: a step of B sequences reads the weights outside the routed
 // experts once and each expert any of the B tokens is routed to once (the MoE kernels count
 // those, kernels/moe_traffic.h), so B tokens cost less than B times one token's bytes but more
-// than one token's. Unknown (bytes 0) when the model has routed experts and the MoE backend did
-// not count them (the reference).
+// than one token's. None when the model has routed experts and the MoE backend did not count
+// them (the reference).
 struct StepRoofline {
   double bytes = 0;               // read per step
   double experts_per_call = 0;    // distinct experts per MoE layer call

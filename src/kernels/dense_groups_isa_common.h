@@ -1,22 +1,22 @@
 #pragma once
-// The instruction-set-neutral half of the dense token-group GEMMs (avx512/ and
-// avx2/dense_token_groups_*.cpp; avx512's file says why tokens go in the lanes): the transposed
-// activations, the blocking of tokens, rows and elements, the panel prefetch and the output. Each
-// instruction set supplies a kernel class K with its vector width and two loops:
-//   K::kGroup (tokens per group: fp32 lanes), K::kPanelRows (rows per panel: accumulators),
-//   K::Vec (its fp32 vector),
-//   K::convert_panel<L>(ctx, r0, rows, e0, len, panel): rows [r0, r0 + rows) x elements
-//     [e0, e0 + len) as fp32 into panel[r * kChunk + j], zeros past `rows` and past the row's end,
-//   K::panel_times_group(panel, xt, len, totals, fresh, next): totals[r] (+)= the panel's row r
-//     . the group's tokens, the next panel's lines requested through a PanelPrefetch,
-//   K::store_scaled(v, scale, lanes): lanes[0, kGroup) = v * scale.
+// The dense token-group GEMMs (avx512/ and avx2/dense_token_groups_*.cpp; avx512's file says why
+// tokens go in the lanes), written once over an instruction set's fp32 vector. Each supplies a
+// class K:
+//   K::kGroup          tokens per group = fp32 lanes of K::Vec
+//   K::kPanelRows      rows per panel = accumulators in the FMA loop
+//   K::kPaddedMinTokens a last partial group with this many tokens runs padded
+//   K::zero(), K::load(p), K::store(p, v) (aligned), K::broadcast(p) (one float to every lane),
+//   K::fmadd(a, b, c) = a * b + c, K::add, K::mul, K::set1
+// and loaders L (L::bytes per weight, L::load(p): kGroup weights from p as fp32).
 // Internal linkage only (src/kernels/check_isa_objects.cmake): included by ISA translation units.
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/kernels.h"
 #include "kernels/scratch.h"
+#include "kernels/token_groups.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
@@ -93,6 +93,52 @@ class PanelPrefetch {
   std::int64_t lines_per_row_, lines_ = 0, every_ = 0, line_ = 0, row_ = 0, off_ = 0, countdown_ = 0;
 };
 
+// Rows [r0, r0 + rows) x elements [e0, e0 + len) as fp32 into panel[r * kDenseGroupChunk + j];
+// rows past `rows` and elements past the row's end are zeros (never read from the matrix).
+template <class K, class L>
+void convert_panel(const DenseGroupsCtx& c, std::int64_t r0, std::int64_t rows, std::int64_t e0, std::int64_t len,
+                   float* panel) {
+  constexpr std::int64_t W = K::kGroup;
+  const std::int64_t row_bytes = c.k * L::bytes;
+  for (std::int64_t r = 0; r < K::kPanelRows; ++r) {
+    float* dst = panel + r * kDenseGroupChunk;
+    if (r >= rows) {
+      for (std::int64_t j = 0; j < len; j += W) K::store(dst + j, K::zero());
+      continue;
+    }
+    const std::uint8_t* src = c.data + (r0 + r) * row_bytes + e0 * L::bytes;
+    std::int64_t j = 0;
+    for (; j + W <= len; j += W) K::store(dst + j, L::load(src + j * L::bytes));
+    if (j < len) {
+      alignas(64) std::uint8_t buf[W * 4] = {};
+      std::memcpy(buf, src + j * L::bytes, static_cast<std::size_t>((len - j) * L::bytes));
+      K::store(dst + j, L::load(buf));
+    }
+  }
+}
+
+// total[r] (+)= the panel's row r, elements [0, len), . the group's tokens (xt at the panel's
+// first element): per element one vector of activations and kPanelRows FMAs with a broadcast
+// weight each; no horizontal sums. `fresh`: the first panel of these rows, which stores instead
+// of adding, so no fp32 sum runs longer than one panel before it joins the total.
+template <class K>
+__attribute__((noinline)) void panel_times_group(const float* panel, const float* xt, std::int64_t len,
+                                                 typename K::Vec* total, bool fresh, const NextPanel& next) {
+  constexpr std::int64_t R = K::kPanelRows;
+  typename K::Vec acc[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) acc[r] = K::zero();
+  PanelPrefetch prefetch(next, len);
+  for (std::int64_t j = 0; j < len; ++j) {
+    prefetch.step();
+    const typename K::Vec v = K::load(xt + j * K::kGroup);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = K::fmadd(K::broadcast(panel + r * kDenseGroupChunk + j), v, acc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) total[r] = fresh ? acc[r] : K::add(total[r], acc[r]);
+}
+
 // Rows [b, e) for every token: blocks of groups; in each, every kPanelRows rows are converted one
 // panel at a time and multiplied with each group of the block.
 template <class K, class L>
@@ -114,7 +160,7 @@ void dense_group_rows(const DenseGroupsCtx& c, std::int64_t b, std::int64_t e) {
       const std::int64_t rows = e - r0 < R ? e - r0 : R;
       for (std::int64_t e0 = 0; e0 < c.k; e0 += C) {
         const std::int64_t len = c.k - e0 < C ? c.k - e0 : C;
-        K::template convert_panel<L>(c, r0, rows, e0, len, panel);
+        convert_panel<K, L>(c, r0, rows, e0, len, panel);
         // The panel kDenseGroupPanelsAhead on, in this range's order (chunks of a row block, then
         // the next block's); requested while the block's first group is multiplied.
         NextPanel next{nullptr, 0, row_bytes, 0};
@@ -129,13 +175,13 @@ void dense_group_rows(const DenseGroupsCtx& c, std::int64_t b, std::int64_t e) {
           next = {c.data + ahead_r0 * row_bytes + ahead_e0 * L::bytes, ahead_rows, row_bytes, ahead_len * L::bytes};
         }
         for (std::int64_t g = g0; g < g1; ++g)
-          K::panel_times_group(panel, c.xt + (g * c.k + e0) * G, len, totals + (g - g0) * R, e0 == 0,
+          panel_times_group<K>(panel, c.xt + (g * c.k + e0) * G, len, totals + (g - g0) * R, e0 == 0,
                                g == g0 ? next : NextPanel{nullptr, 0, 0, 0});
       }
       // Lane t of totals[r] is y[G * g + t][r0 + r].
       for (std::int64_t g = g0; g < g1; ++g) {
         alignas(64) float lanes[R][G];
-        for (std::int64_t r = 0; r < R; ++r) K::store_scaled(totals[(g - g0) * R + r], c.scale, lanes[r]);
+        for (std::int64_t r = 0; r < R; ++r) K::store(lanes[r], K::mul(totals[(g - g0) * R + r], K::set1(c.scale)));
         const std::int64_t tokens = c.m - g * G < G ? c.m - g * G : G;
         for (std::int64_t t = 0; t < tokens; ++t) {
           float* yt = c.y + (g * G + t) * c.n + r0;
@@ -161,6 +207,29 @@ void dense_token_groups(const float* x, std::int64_t m, const WeightMatrix& w, f
   // Ranges of at least 4 panels' rows: only a range's last panel can be partial, and a range's
   // first panel (not prefetched) is a small share of it.
   parallel_for(w.n, 4 * K::kPanelRows, [&c](std::int64_t b, std::int64_t e) { dense_group_rows<K, L>(c, b, e); });
+}
+
+// A dense GEMM's first step (avx512/ and avx2/dense_gemm_*.cpp): from 16 tokens, whole groups of
+// kGroup (and a last partial one from kPaddedMinTokens) go through K with this instruction set's
+// loaders; x, m and y are left at the tokens its row loops take. True when none are left.
+template <class K, class Bf16, class F16, class F32, class Fp8>
+bool dense_leading_groups(const float*& x, std::int64_t& m, const WeightMatrix& w, float*& y) {
+  const std::int64_t grouped = m < 16 ? 0 : tokens_in_groups(m, K::kGroup, K::kPaddedMinTokens);
+  if (grouped == 0 || w.n <= 0) return false;
+  if (w.kind == SchemeKind::FP8) {
+    dense_token_groups<K, Fp8>(x, grouped, w, y, w.weight_scale_2);
+  } else {
+    switch (w.dtype) {
+      case DType::BF16: dense_token_groups<K, Bf16>(x, grouped, w, y, 1.0f); break;
+      case DType::F16: dense_token_groups<K, F16>(x, grouped, w, y, 1.0f); break;
+      case DType::F32: dense_token_groups<K, F32>(x, grouped, w, y, 1.0f); break;
+      default: return false;  // the row loops refuse it
+    }
+  }
+  x += grouped * w.k;
+  y += grouped * w.n;
+  m -= grouped;
+  return m == 0;
 }
 
 }  // namespace

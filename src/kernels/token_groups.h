@@ -1,7 +1,7 @@
 #pragma once
-// The GEMMs that put tokens in the vector lanes (vnni/nvfp4_gemm_vnni_groups.cpp,
-// avx512/dense_token_groups_avx512.cpp) take whole groups of tokens and leave the rest to their
-// row loops; how many they take is decided here, once for both.
+// The GEMMs that put tokens in the vector lanes (vnni/nvfp4_gemm_vnni_groups.cpp, the dense ones
+// in kernels/dense_groups_isa_common.h) take whole groups of tokens and leave the rest to their
+// row loops; how many they take is decided here, once for all.
 #include <cstdint>
 
 namespace fp4serve::kernels {

@@ -31,7 +31,7 @@ SynthOptions real_shape(Arch arch, const char* preset, const fs::path& out) {
 // term by term from the config numbers (reference notes section 6), independently of the code.
 struct Expected {
   std::int64_t total = 0, active = 0;
-  double bytes_per_token = 0;
+  double bytes_per_token = 0, routed_per_token = 0;
   std::uint64_t kv_per_token = 0, conv_state = 0, recurrent_state = 0;
 };
 
@@ -61,8 +61,8 @@ Expected expected(const ModelConfig& c) {
   // BF16: 2 bytes, all read but the embedding (one row); NVFP4: half a byte plus one E4M3 scale
   // per 16 and two F32 scalars per module, top-k of the experts read.
   const double expert_bytes = double(routed) * (0.5 + 1.0 / 16.0) + 8.0 * double(routed / expert_module);
-  e.bytes_per_token = 2.0 * double(bf16 - embed + H) +
-                      expert_bytes * double(c.num_experts_per_tok) / double(c.num_experts);
+  e.routed_per_token = expert_bytes * double(c.num_experts_per_tok) / double(c.num_experts);
+  e.bytes_per_token = 2.0 * double(bf16 - embed + H) + e.routed_per_token;
   e.kv_per_token = static_cast<std::uint64_t>(full * 2 * c.num_key_value_heads * D * 2);
   e.conv_state = static_cast<std::uint64_t>(linear * conv * (c.linear_conv_kernel_dim - 1) * 4);
   e.recurrent_state =
@@ -75,6 +75,8 @@ void expect_numbers(const CheckpointSummary& s, const Expected& e) {
   EXPECT_EQ(s.params_active, e.active);
   // inspect rounds each tensor's share down to whole bytes: at most one byte per tensor.
   EXPECT_NEAR(double(s.weight_bytes_per_token), e.bytes_per_token, double(s.tensors));
+  // The routed experts' share (a batched step reads the rest once): top-k of every expert tensor.
+  EXPECT_NEAR(double(s.routed_expert_bytes_per_token), e.routed_per_token, double(s.tensors));
   EXPECT_EQ(s.kv_bytes_per_token, e.kv_per_token);
   EXPECT_EQ(s.conv_state_bytes, e.conv_state);
   EXPECT_EQ(s.recurrent_state_bytes, e.recurrent_state);
@@ -96,6 +98,7 @@ TEST(HybridSummary, Qwen3_5_397bNoDataWriteThenInspect) {
   EXPECT_NE(text.find("per sequence: 186.33 MiB fixed for 45 linear-attention layers"), std::string::npos) << text;
   EXPECT_NE(text.find("30.00 KiB of KV cache per token for 15 full-attention layers"), std::string::npos) << text;
   EXPECT_NE(text.find("decode reads"), std::string::npos) << text;
+  EXPECT_NE(text.find(" of them routed experts), plus"), std::string::npos) << text;
   // The release split, as inspect reports it per module group.
   std::map<std::string, std::string> scheme;
   for (const ModuleGroup& g : s.groups) scheme[g.group] = g.scheme;
@@ -107,6 +110,7 @@ TEST(HybridSummary, Qwen3_5_397bNoDataWriteThenInspect) {
   EXPECT_EQ(scheme["lm_head"], "BF16");
   const auto j = summary_to_json(s);
   EXPECT_EQ(j["architecture"]["layer_pattern"], "45 linear_attention + 15 full_attention");
+  EXPECT_EQ(j["decode"]["routed_expert_bytes_per_token"].get<std::uint64_t>(), s.routed_expert_bytes_per_token);
   EXPECT_EQ(j["memory"]["linear_attention_state_bytes_per_sequence"].get<std::uint64_t>(),
             s.conv_state_bytes + s.recurrent_state_bytes);
 }

@@ -247,15 +247,7 @@ void run(const Ctx& c) {
 
 void dense_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  // From 16 tokens the token groups take whole groups; fewer than their padded minimum left over
-  // go to the loops below.
-  if (const std::int64_t grouped = dense_token_group_tokens(m); grouped > 0) {
-    dense_gemm_token_groups(x, grouped, w, y);
-    x += grouped * w.k;
-    y += grouped * w.n;
-    m -= grouped;
-    if (m == 0) return;
-  }
+  if (dense_gemm_leading_groups(x, m, w, y)) return;  // from 16 tokens; any left over: the loops below
   const Ctx c{x, m, w.k, w.n, w.data, w.kind == SchemeKind::FP8 ? w.weight_scale_2 : 1.0f, y};
   if (w.kind == SchemeKind::FP8) return run<Fp8>(c);
   switch (w.dtype) {
