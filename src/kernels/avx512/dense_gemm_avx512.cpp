@@ -103,8 +103,12 @@ void rows(const Ctx& c, std::int64_t n0) {
 // the generic four-row loop (`kernel` above) with its L2 prefetch streamed 0.65-0.94x (docs/perf.md,
 // session 19).
 // On the session-25 Xeon the prefetcher alone let this loop read 17-19 GB/s where a plain sum
-// read 28-30; one prefetch to L1 per line, 4 KB ahead in the stream, gave 24-29 (docs/perf.md).
-constexpr std::int64_t kStreamPrefetchBytes = 4096;
+// read 28-30; one prefetch to L1 per line, 4 KB ahead in the stream, gave 24-29. On the AMX Xeon
+// of session 28 an L1 prefetch holds a fill buffer for memory's whole latency and the 4 KB ones
+// capped the lm_head at 24-27 GB/s: a request to L2 4 KB ahead plus one to L1 1 KB ahead (by
+// then the line is on its way to L2) read it at 30-33 GB/s, 1.2x (docs/perf.md, session 28).
+constexpr std::int64_t kStreamPrefetchL1Bytes = 1024;
+constexpr std::int64_t kStreamPrefetchL2Bytes = 4096;
 
 template <int MB>
 inline void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std::int64_t n) {
@@ -114,7 +118,8 @@ inline void bf16_stream_row(const Ctx& c, const float* xp, std::int64_t k32, std
   for (int i = 0; i < MB; ++i) even[i] = odd[i] = _mm512_setzero_ps();
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (std::int64_t kk = 0; kk < k32; kk += 32) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + kk * 2 + kStreamPrefetchBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + kk * 2 + kStreamPrefetchL1Bytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + kk * 2 + kStreamPrefetchL2Bytes), _MM_HINT_T1);
     const __m512i h = _mm512_loadu_si512(row + kk * 2);
     const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
     const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(h, high));
