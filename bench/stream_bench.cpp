@@ -1,18 +1,21 @@
 // Does a backend's NVFP4 GEMV (m = 1) stream at the memory probe's rate? Over 1.3 GiB of
 // anonymous 2 MiB pages, as one call, as 768-row matrices (a 30b-a3b expert projection per
 // call) and as 128- or 512-row slices handed out by one parallel_for (the MoE decode pattern).
-// Best of 3 passes after a warm-up; results in docs/perf.md (session 17).
-//   stream_bench [BACKEND]   (default amx-int8 where it runs, else avx512-int8, avx2-int8)
+// Best of 3 passes after a warm-up; results in docs/perf.md (sessions 17 and 28).
+//   stream_bench [BACKEND [FILE]]   (default amx-int8 where it runs, else avx512-int8, avx2-int8;
+//   FILE: read the codes from the first 1.2 GB of a file mapped as the model maps its checkpoint)
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/grouped_moe.h"
 #include "util/cpu_features.h"
 #include "util/huge_pages.h"
+#include "util/mapped_file.h"
 #include "util/memory_bandwidth.h"
 #include "util/thread_pool.h"
 
@@ -47,6 +50,18 @@ int run(int argc, char** argv) {
   auto* mem = static_cast<std::uint8_t*>(buffer.data());
   for (std::size_t i = 0; i < code_bytes; ++i) mem[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
   std::memset(mem + code_bytes, 0x38, scale_bytes);
+  // With a file, the codes are its first 1.2 GB as mapped for the model (its page cache, in 2 MiB
+  // pages where the kernel gives them), whatever they hold; the scales stay in the buffer.
+  std::unique_ptr<MappedFile> file;
+  const std::uint8_t* codes = mem;
+  if (argc > 2) {
+    file = std::make_unique<MappedFile>(argv[2]);
+    if (file->size() < code_bytes) {
+      std::fprintf(stderr, "stream_bench: %s holds %zu bytes, fewer than the %zu the codes need\n", argv[2], file->size(), code_bytes);
+      return 2;
+    }
+    codes = file->bytes().data();
+  }
   std::vector<float> x(k), y(rows);
   for (std::int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 17) - 8.0f;
   WeightMatrix w;
@@ -54,7 +69,7 @@ int run(int argc, char** argv) {
   w.dtype = DType::U8;
   w.n = rows;
   w.k = k;
-  w.data = mem;
+  w.data = codes;
   w.block_scales = mem + code_bytes;
   const GemmKernel* g = b->fp4.gemm;
   auto view = [&w](std::int64_t r0, std::int64_t r1) { return weight_rows_view(w, r0, r1); };

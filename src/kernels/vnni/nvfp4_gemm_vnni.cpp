@@ -27,8 +27,8 @@
 // * P = 3 (nvfp4_gemm_int8x3, fp32-class): x / step = q1 + q2 / 254 + q3 / 254^2, each element
 //   within step / (2 * 254^2) = block max * 6.1e-8. The three lane sums are exact integers; they
 //   combine in fp32 as s1 + s2 / 254 + s3 / 254^2 (two FMAs), whose rounding is fp32's own.
-// m <= 4 (decode) runs R rows x m tokens per loop (R = 4 for one token, else 2 up to
-// kTwoRowsMaxM tokens). For m > 4 (prefill, batched experts) P = 1 runs the same loop over
+// m <= 4 (decode) runs one row x m tokens per loop (the loop takes R rows; why one: see kPrefetchL1Bytes).
+// For m > 4 (prefill, batched experts) P = 1 runs the same loop over
 // 8-token tiles whose codes stay in L1 while a chunk of rows passes under them; from 16 tokens,
 // whole groups of 16 go to the token-group GEMM (nvfp4_gemm_vnni_groups.cpp) and only the rest
 // to the tiles. P = 3 takes m <= 2: from m = 3 on the exact avx512 kernel is faster.
@@ -55,15 +55,6 @@ namespace {
 
 constexpr std::int64_t kStep = 256;      // elements per step: 128 code bytes, 16 blocks, one int32 lane each
 constexpr std::int64_t kMaxDecodeM = 4;  // above this, the tiles
-// Up to three tokens run two rows per loop (each activation load serves both); at four the
-// 2 x 4 accumulators and the two rows' decoded weights spill. With three tokens on two rows a
-// 16-sequence decode step took 0-6 % less time (docs/perf.md, session 19).
-constexpr std::int64_t kTwoRowsMaxM = 3;
-// One token runs four rows per loop: its six activation lines serve four rows' decodes, and the
-// per-call setup and horizontal sums cover twice the rows. Decode steps 0.7-5.4 % shorter with
-// int8 and 2.6-15 % with three parts (int8x3, `--exact-activations`), alternated step by step
-// (docs/perf.md, session 21).
-constexpr std::int64_t kFourRowsMaxM = 1;
 // Three parts cost 19 vector instructions per token and step against the fp32 kernel's 16 FMAs
 // plus its decode, which it shares between tokens: per core 1.3x avx512 at m = 1, 1.1-1.3x at
 // m = 2, 0.9x at m = 3 and 0.85x at m = 4 (docs/perf.md, sessions 11 and 12). So calls with one
@@ -71,9 +62,19 @@ constexpr std::int64_t kFourRowsMaxM = 1;
 constexpr std::int64_t kThreePartsMaxM = 2;
 constexpr std::int32_t kPartRatio = 254;
 constexpr std::int32_t kWeightOffset = 12;
-// As the avx512 kernel: short rows defeat the hardware prefetcher.
-constexpr std::int64_t kPrefetchL1Bytes = 4096;
-constexpr std::int64_t kPrefetchL2Bytes = 16384;
+// Decode reads one row at a time (R = 1). On the Zen 4 one token ran four rows per loop and up
+// to three tokens two (each activation load then served several rows' decodes: decode steps
+// 0.7-5.4 % shorter, docs/perf.md, sessions 19 and 21). On the AMX Xeon of session 28 those rows
+// were four streams interleaved inside one 4 KB page, which its L2 streamer did not follow, so
+// the L1 prefetches carried the stream and held the fill buffers: one row at a time with the
+// shorter prefetch below streamed 1.2x faster (stream_bench over the page cache 30.3-30.8
+// against 25.0-25.6 GB/s) and decode reached 84 % of the roofline against 74-82 %. Not
+// re-measured on the Zen 4.
+// Short rows defeat the hardware prefetcher: each row requests the lines a few rows on to L2 and
+// the next row's to L1, as the BF16 decode stream does (avx512/dense_gemm_avx512.cpp); 4 KB and
+// 16 KB ahead, the distances of the four-row loop, read 1.2x slower on that Xeon.
+constexpr std::int64_t kPrefetchL1Bytes = 1024;
+constexpr std::int64_t kPrefetchL2Bytes = 4096;
 
 // 2 * E2M1 + 12 for codes 0..15, four times (vpermb indexes 64 bytes).
 struct WeightTable {
@@ -327,8 +328,7 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
     if constexpr (P == 1) {
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
-    for_each_row_pass(m, b, e, kFourRowsMaxM, kTwoRowsMaxM,
-                      [&](auto rows, std::int64_t n0) { int8_rows<P, decltype(rows)::kValue>(a, q, m, n0); });
+    for (std::int64_t n0 = b; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);  // one row at a time (above)
   });
 }
 
