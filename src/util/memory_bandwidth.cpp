@@ -63,24 +63,39 @@ void check_options(const BandwidthOptions& options) {
   word_sum(options.load_bits);  // throws naming load_bits, before any buffer is allocated
 }
 
+// A run of words one thread sums; a pass reads every piece once.
+struct Piece {
+  const std::uint64_t* p;
+  std::int64_t words;
+};
+
+// Appends [p, p + words) in pieces of at most kPieceWords.
+void add_pieces(const std::uint64_t* p, std::int64_t words, std::vector<Piece>& pieces) {
+  for (std::int64_t at = 0; at < words; at += kPieceWords) pieces.push_back({p + at, std::min(kPieceWords, words - at)});
+}
+
 // One untimed warm-up pass (page tables, TLB, the workers waking up), then options.passes timed
 // ones, and more until they add up to options.min_seconds. Returns the sum of every word read
 // (the caller checks or keeps it, so the reads cannot be optimised away) and the pass count.
-std::uint64_t timed_passes(const std::uint64_t* p, std::int64_t words, const BandwidthOptions& options,
-                           BandwidthResult& r, int& passes_run) {
+std::uint64_t timed_passes(const std::vector<Piece>& pieces, const BandwidthOptions& options, BandwidthResult& r,
+                           int& passes_run) {
   r.threads = global_thread_pool().size();
   const WordSum word_sum_loop = word_sum(options.load_bits);
   const WordSumFn sum_words = word_sum_loop.fn;
   r.load_bits = word_sum_loop.load_bits;
-  const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
+  std::int64_t words = 0;
+  for (const Piece& piece : pieces) words += piece.words;
+  const auto count = static_cast<std::int64_t>(pieces.size());
   std::uint64_t sink = 0;
   int pass = 0;
   for (; pass <= options.passes || (r.seconds < options.min_seconds && pass <= kMaxBandwidthPasses); ++pass) {
-    std::vector<std::uint64_t> sums(static_cast<std::size_t>(pieces), 0);
+    std::vector<std::uint64_t> sums(pieces.size(), 0);
     const auto start = std::chrono::steady_clock::now();
-    parallel_for(pieces, 1, [p, words, sum_words, &sums](std::int64_t b, std::int64_t e) {
-      for (std::int64_t piece = b; piece < e; ++piece)
-        sums[static_cast<std::size_t>(piece)] = sum_words(p, piece * kPieceWords, std::min(words, (piece + 1) * kPieceWords));
+    parallel_for(count, 1, [&pieces, sum_words, &sums](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) {
+        const Piece& piece = pieces[static_cast<std::size_t>(i)];
+        sums[static_cast<std::size_t>(i)] = sum_words(piece.p, 0, piece.words);
+      }
     });
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (std::uint64_t s : sums) sink += s;
@@ -109,14 +124,15 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
   // what would be measured (19 against 32.6 GB/s here).
   const HugePageBuffer buf(static_cast<std::size_t>(r.bytes), "memory bandwidth buffer");
   auto* p = static_cast<std::uint64_t*>(buf.data());
-  const std::int64_t pieces = (words + kPieceWords - 1) / kPieceWords;
+  std::vector<Piece> pieces;
+  add_pieces(p, words, pieces);
   // Non-zero contents, written by the pool: every page is really backed (untouched pages all
   // map the one shared zero page, which would be read from cache).
-  parallel_for(pieces, 1, [p, words](std::int64_t b, std::int64_t e) {
+  parallel_for(static_cast<std::int64_t>(pieces.size()), 1, [p, words](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b * kPieceWords; i < std::min(words, e * kPieceWords); ++i) p[i] = static_cast<std::uint64_t>(i) | 1u;
   });
   int passes_run = 0;
-  const std::uint64_t sink = timed_passes(p, words, options, r, passes_run);
+  const std::uint64_t sink = timed_passes(pieces, options, r, passes_run);
   // Each word is odd, so the total has the parity of the number of words read.
   if ((sink & 1u) != ((static_cast<std::uint64_t>(words) * static_cast<std::uint64_t>(passes_run)) & 1u))
     fail("memory bandwidth: read back a wrong sum (memory or thread-pool fault)");
@@ -124,17 +140,30 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
 }
 
 BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options) {
+  return measure_regions_bandwidth({&region, 1}, options);
+}
+
+BandwidthResult measure_regions_bandwidth(std::span<const std::span<const std::uint8_t>> regions,
+                                          const BandwidthOptions& options) {
   check_options(options);
   if (options.bytes != 0) fail("memory bandwidth: a region sets its own size (bytes must be 0, got ", options.bytes, ")");
-  const auto addr = reinterpret_cast<std::uintptr_t>(region.data());
-  const std::uintptr_t skip = (8 - addr % 8) % 8;
-  const std::int64_t words = region.size() > skip ? static_cast<std::int64_t>((region.size() - skip) / 8) : 0;
+  std::vector<Piece> pieces;
+  std::uint64_t given = 0;
+  for (const std::span<const std::uint8_t> region : regions) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(region.data());
+    const std::uintptr_t skip = (8 - addr % 8) % 8;
+    const std::int64_t words = region.size() > skip ? static_cast<std::int64_t>((region.size() - skip) / 8) : 0;
+    add_pieces(reinterpret_cast<const std::uint64_t*>(addr + skip), words, pieces);
+    given += region.size();
+  }
   BandwidthResult r;
   r.llc_bytes = last_level_cache_bytes();
-  r.bytes = static_cast<std::uint64_t>(words) * 8;
-  if (r.bytes < kMiB) fail("memory bandwidth: a region of ", region.size(), " bytes is too small to measure memory (at least 1 MiB)");
+  for (const Piece& piece : pieces) r.bytes += static_cast<std::uint64_t>(piece.words) * 8;
+  if (r.bytes < kMiB)
+    fail("memory bandwidth: ", regions.size() == 1 ? "a region of " : "regions of ", given, " bytes ",
+         regions.size() == 1 ? "is" : "are", " too small to measure memory (at least 1 MiB)");
   int passes_run = 0;
-  const std::uint64_t sink = timed_passes(reinterpret_cast<const std::uint64_t*>(addr + skip), words, options, r, passes_run);
+  const std::uint64_t sink = timed_passes(pieces, options, r, passes_run);
   // Arbitrary contents give no sum to check; the empty asm makes the compiler keep it (and the reads).
   asm volatile("" : : "r"(sink));
   return r;

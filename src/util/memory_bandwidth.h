@@ -47,6 +47,11 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options = {});
 // process's resident memory. Throws Error when the region is under 1 MiB.
 BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options = {});
 
+// The same over several regions, each read whole in every pass (in pieces the threads share):
+// `bench` samples the weights a decode step reads, wherever the page cache put them.
+BandwidthResult measure_regions_bandwidth(std::span<const std::span<const std::uint8_t>> regions,
+                                          const BandwidthOptions& options = {});
+
 // The default buffer for a last-level cache of llc_bytes: 4 x it, clamped to [512 MiB, 2 GiB].
 std::uint64_t default_bandwidth_buffer_bytes(std::uint64_t llc_bytes);
 

@@ -192,6 +192,9 @@ TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
   EXPECT_EQ(beside["load_bits"], fp4serve::widest_word_sum_bits());
   EXPECT_GE(beside["region_bytes"].get<double>(), 64.0 * (1 << 20));
   EXPECT_LT(beside["region_bytes"].get<double>(), j["model"]["weight_bytes"].get<double>());
+  // It samples as many bytes as a decode step reads (each region read from its first whole word).
+  EXPECT_NEAR(beside["region_bytes"].get<double>(), j["model"]["weight_bytes_per_token"].get<double>(),
+              8.0 * beside["regions"].get<double>());
   EXPECT_LE(beside["median_gb_per_s"].get<double>(), beside["best_gb_per_s"].get<double>());
   EXPECT_EQ(j["roofline"]["bandwidth_basis"], "beside batch-1 decode");
   EXPECT_EQ(j["roofline"]["bandwidth_gb_per_s"].get<double>(), beside["median_gb_per_s"].get<double>());
