@@ -213,16 +213,18 @@ Backend make_avx2_int8x3() {
                          12, Precision::Int8x3Activations, avx2_needs());
 }
 
-// The same two classes on AVX-512 VNNI + VBMI (vpdpbusd: 64 products per instruction; vpermb),
-// for AVX-512 CPUs without AMX (AMD Zen 4, Intel Ice Lake). On a Zen 4 the fp32 avx512 decode
-// is ALU-bound at 26 GB/s from cache; the one-part kernel streams 49 (docs/perf.md, session 11).
+// The same two classes on AVX-512 VNNI + VBMI (vpdpbusd: 64 products per instruction; vpermb).
+// On a Zen 4 the fp32 avx512 decode is ALU-bound at 26 GB/s from cache; the one-part kernel
+// streams 49 (docs/perf.md, session 11). The one-part backend ranks above the AMX ones that auto
+// would otherwise reach first on an AMX Xeon: since its token groups (sessions 20 and 27) it
+// prefills 1.15x amx-int8's three-part tiles there and decodes 16 sequences 1.07x (session 28).
 Backend make_avx512_int8() {
   static const IntegerKernels k("avx512-int8", vnni::nvfp4_gemm_int8, avx512::nvfp4_gemm, avx512::dense_gemm,
                                 avx512_vector_math());
   return integer_backend(k,
                          "AVX-512 VNNI: NVFP4 with activations as int8 per 16-element block, vpdpbusd dot products "
-                         "(decode per row, m > 4 in 8-token tiles)",
-                         25, Precision::Int8Activations, vnni_needs());
+                         "(decode per row, 5..15 tokens in 8-token tiles, from 16 in token groups)",
+                         33, Precision::Int8Activations, vnni_needs());
 }
 
 Backend make_avx512_int8x3() {
