@@ -295,7 +295,9 @@ void amx_tiles_on_int8_grid(const float* x, std::int64_t m, const WeightMatrix& 
 // roofline against 68-71 %); its 8-token tiles beat amx's narrow tiles and fp32 fallback below
 // 16 tokens (1.3x at m = 6 and 8), tie at 16 and lose 2.6x at 64 (docs/perf.md, session 17).
 // Its precision class is the int8 one, so int8_policy decides, as for avx512-int8. It declares
-// no dense or attention family: amx and avx512 cover those.
+// no dense or attention family: amx and avx512 cover those. Since session 28 it ranks below
+// avx512-int8, whose token groups (from 16 tokens) beat these tiles; auto reaches it only when
+// avx512-int8 fails validation, and it stays for `--fp4-gemm-backend amx-int8`.
 Backend make_amx_int8() {
   static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx_tiles_on_int8_grid, kAmxFromM);
   static const DenseGemmKernel dense("amx-int8", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
