@@ -308,8 +308,9 @@ constexpr std::uint64_t kBesideProbeMinBytes = std::uint64_t{64} << 20;
 // pieces spread evenly over every other matrix's codes and block scales (attention, router,
 // experts: a step reads all the shared ones and top_k experts, and over many steps every expert
 // alike), up to the step's bytes; the embedding table is left out (a step reads one row). On
-// session 28's VM the lm_head alone read 19.8 GB/s in one run and 29.9 in another while the
-// end-of-run buffer read 31: where the page cache put one tensor said little about the rest.
+// session 28's VM the lm_head alone read 19.8 and 31.2 GB/s after two page-cache refills, the
+// sample 23.5 and 28.0, a fresh buffer 31 both times: where the page cache put one tensor said
+// little about the rest (docs/perf.md, "Session 28").
 std::vector<std::span<const std::uint8_t>> decode_probe_regions(const ModelWeights& w, std::uint64_t step_bytes) {
   constexpr std::uint64_t kPiece = std::uint64_t{2} << 20;
   std::vector<std::span<const std::uint8_t>> regions{weight_data(w.lm_head)};
