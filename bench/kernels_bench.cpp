@@ -6,8 +6,9 @@
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
 // among M activation rows; lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
-// one-token decode step (a stream at the memory's pace) and of a 16-sequence one. attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one
-// decode step's attention over all 48 layers' cached keys and values at a given depth;
+// one-token decode step (a stream at the memory's pace) and of a 16-sequence one.
+// attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
+// over all 48 layers' cached keys and values at a given depth;
 // attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth
 // (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and
 // predictions: docs/perf.md.
@@ -27,6 +28,7 @@
 #include "kernels/random_data.h"
 #include "synth/presets.h"
 #include "kernels/registry.h"
+#include "kernels/weight_rows.h"
 #include "util/cpu_features.h"
 #include "util/huge_pages.h"
 #include "util/memory_bandwidth.h"
@@ -48,9 +50,7 @@ void report_roofline(benchmark::State& state, double bytes) {
       benchmark::Counter(bytes / (roofline().best_gb_per_s * 1e9), benchmark::Counter::kIsRate);
 }
 
-std::uint64_t weight_bytes(const WeightMatrix& w) {
-  return static_cast<std::uint64_t>(w.n * w.k / 2 + w.n * w.k / 16);
-}
+std::uint64_t weight_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
 
 // M = 1 decode GEMM; `copies` distinct matrices used round-robin.
 void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std::int64_t k, int copies, std::int64_t m) {

@@ -48,10 +48,10 @@ int run(int argc, char** argv) {
   const std::size_t code_bytes = rows * k / 2, scale_bytes = rows * k / 16;
   const HugePageBuffer buffer(code_bytes + scale_bytes, "stream_bench weights");
   auto* mem = static_cast<std::uint8_t*>(buffer.data());
-  for (std::size_t i = 0; i < code_bytes; ++i) mem[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
   std::memset(mem + code_bytes, 0x38, scale_bytes);
   // With a file, the codes are its first 1.2 GB as mapped for the model (its page cache, in 2 MiB
-  // pages where the kernel gives them), whatever they hold; the scales stay in the buffer.
+  // pages where the kernel gives them), whatever they hold; the scales stay in the buffer, whose
+  // code part is then never touched.
   std::unique_ptr<MappedFile> file;
   const std::uint8_t* codes = mem;
   if (argc > 2) {
@@ -61,6 +61,8 @@ int run(int argc, char** argv) {
       return 2;
     }
     codes = file->bytes().data();
+  } else {
+    for (std::size_t i = 0; i < code_bytes; ++i) mem[i] = static_cast<std::uint8_t>(i * 2654435761u >> 13);
   }
   std::vector<float> x(k), y(rows);
   for (std::int64_t i = 0; i < k; ++i) x[i] = static_cast<float>((i * 37) % 17) - 8.0f;

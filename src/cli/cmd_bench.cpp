@@ -18,14 +18,14 @@
 //
 // The roofline's bandwidth is read beside the batch-1 decode test: before each repetition and
 // after the last, three passes over a sample of the weights a decode step reads, as many bytes
-// as the step (decode_probe_regions: the lm_head whole, pieces of the rest), which are resident,
-// so the probe allocates nothing. On a shared VM the bandwidth changes by 1.5-2x from one spell
-// of seconds to the next (docs/perf.md, sessions 23-24): a probe taken after all the tests
-// measured another spell than the decode in many runs (127 % and 46 % of the roofline in two
-// runs of the same build). The machine's own
-// probe still runs last, after the memory figures so its buffer is not counted as the model's,
-// for at least --bandwidth-seconds; it is the roofline when there is no batch-1 decode test or
-// the lm_head is under 64 MiB (too close to a last-level cache to measure memory).
+// as the step (model/decode_read_sample.h: the lm_head whole, pieces of the rest), which are
+// resident, so the probe allocates nothing. On a shared VM the bandwidth changes by 1.5-2x from
+// one spell of seconds to the next (docs/perf.md, sessions 23-24): a probe taken after all the
+// tests measured another spell than the decode in many runs (127 % and 46 % of the roofline in
+// two runs of the same build). The machine's own probe still runs last, after the memory
+// figures so its buffer is not counted as the model's, for at least --bandwidth-seconds; it is
+// the roofline when there is no batch-1 decode test or the lm_head is under 64 MiB (too close
+// to a last-level cache to measure memory).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -49,12 +49,13 @@
 #include "cli/app.h"
 #include "cli/load_notes.h"
 #include "engine/runtime.h"
-#include "formats/dtype.h"
 #include "kernels/cli_options.h"
 #include "kernels/moe_traffic.h"
 #include "kernels/registry.h"
+#include "kernels/weight_rows.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_summary.h"
+#include "model/decode_read_sample.h"
 #include "model/model_weights.h"
 #include "util/cpu_features.h"
 #include "util/cpu_steal.h"
@@ -293,77 +294,7 @@ void prefill_in_chunks(const CausalLM& model, Sequences& seqs, const std::vector
   }
 }
 
-// The bytes of w's data (without NVFP4's block scales).
-std::span<const std::uint8_t> weight_data(const kernels::WeightMatrix& w) {
-  std::int64_t row = w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
-  if (w.kind == SchemeKind::NVFP4) row = w.k / 2;
-  if (w.kind == SchemeKind::FP8) row = w.k;
-  return {w.data, static_cast<std::size_t>(row * w.n)};
-}
-
 constexpr std::uint64_t kBesideProbeMinBytes = std::uint64_t{64} << 20;
-
-// What the roofline's probe reads beside the batch-1 decode: as many bytes as a decode step
-// reads, where the page cache put them. The lm_head whole (every step reads it), then 2 MiB
-// pieces spread evenly over every other matrix's codes and block scales (attention, router,
-// experts: a step reads all the shared ones and top_k experts, and over many steps every expert
-// alike), up to the step's bytes; the embedding table is left out (a step reads one row). On
-// session 28's VM the lm_head alone read 19.8 and 31.2 GB/s after two page-cache refills, the
-// sample 23.5 and 28.0, a fresh buffer 31 both times: where the page cache put one tensor said
-// little about the rest (docs/perf.md, "Session 28").
-std::vector<std::span<const std::uint8_t>> decode_probe_regions(const ModelWeights& w, std::uint64_t step_bytes) {
-  constexpr std::uint64_t kPiece = std::uint64_t{2} << 20;
-  std::vector<std::span<const std::uint8_t>> regions{weight_data(w.lm_head)};
-  std::vector<std::span<const std::uint8_t>> rest;
-  for (const NamedMatrix& nm : w.matrices()) {
-    const kernels::WeightMatrix& m = *nm.matrix;
-    if (m.data == w.lm_head.data || m.data == w.embed_tokens.data) continue;
-    rest.push_back(weight_data(m));
-    if (m.kind == SchemeKind::NVFP4) rest.push_back({m.block_scales, static_cast<std::size_t>(m.n * (m.k / 16))});
-  }
-  // In address order, runs a few bytes apart joined (a safetensors file packs its tensors end to
-  // end; between an expert's codes and scales lie only its two 4-byte scalar scales, and files
-  // are mapped far apart), so each piece streams as decode does instead of hopping between
-  // tensors.
-  std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.data() < b.data(); });
-  std::vector<std::span<const std::uint8_t>> runs;
-  for (const auto& r : rest) {
-    if (!runs.empty() && r.data() >= runs.back().data() + runs.back().size() &&
-        r.data() <= runs.back().data() + runs.back().size() + 64)
-      runs.back() = {runs.back().data(), static_cast<std::size_t>(r.data() + r.size() - runs.back().data())};
-    else
-      runs.push_back(r);
-  }
-  rest = std::move(runs);
-  std::uint64_t rest_bytes = 0;
-  for (const auto& r : rest) rest_bytes += r.size();
-  const std::uint64_t lm_head = regions[0].size();
-  const std::uint64_t budget = step_bytes > lm_head ? step_bytes - lm_head : 0;
-  if (budget >= rest_bytes) {  // a dense model reads every matrix every step
-    regions.insert(regions.end(), rest.begin(), rest.end());
-    return regions;
-  }
-  // Piece i starts at i * stride in the matrices laid end to end and runs on across their ends.
-  const std::uint64_t pieces = (budget + kPiece - 1) / kPiece;
-  const std::uint64_t stride = pieces > 0 ? rest_bytes / pieces : 0;
-  std::size_t span = 0;
-  std::uint64_t span_start = 0;  // of rest[span] in the concatenation
-  for (std::uint64_t i = 0; i < pieces; ++i) {
-    std::uint64_t at = i * stride, left = std::min(kPiece, budget - i * kPiece);
-    while (left > 0 && span < rest.size()) {
-      if (at >= span_start + rest[span].size()) {
-        span_start += rest[span].size();
-        ++span;
-        continue;
-      }
-      const std::uint64_t offset = at - span_start, take = std::min<std::uint64_t>(left, rest[span].size() - offset);
-      regions.push_back(rest[span].subspan(offset, take));
-      at += take;
-      left -= take;
-    }
-  }
-  return regions;
-}
 
 // n decode steps of `batch` sequences from the start; returns the seconds taken.
 double decode(const CausalLM& model, Sequences& seqs, std::int64_t batch, std::int64_t n, std::vector<float>& logits) {
@@ -527,10 +458,11 @@ void bench(BenchArgs& a) {
     results.push_back(t);
   }
   // The roofline's bandwidth, read beside the batch-1 decode (see the top of this file).
-  const std::vector<std::span<const std::uint8_t>> beside_regions =
-      decode_probe_regions(model->weights(), summary.weight_bytes_per_token);
-  const bool probe_beside = beside_regions.front().size() >= kBesideProbeMinBytes &&
+  const bool probe_beside = kernels::weight_codes(model->weights().lm_head).size() >= kBesideProbeMinBytes &&
                             std::find(batches.begin(), batches.end(), 1) != batches.end() && a.generate > 0;
+  const std::vector<std::span<const std::uint8_t>> beside_regions =
+      probe_beside ? decode_read_sample(model->weights(), summary.weight_bytes_per_token)
+                   : std::vector<std::span<const std::uint8_t>>{};
   BandwidthResult beside;
   auto read_beside = [&] {
     const BandwidthResult r = measure_regions_bandwidth(beside_regions);

@@ -4,9 +4,9 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/dtype.h"
 #include "kernels/moe_traffic.h"
 #include "kernels/scratch.h"
+#include "kernels/weight_rows.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -14,28 +14,15 @@ namespace fp4serve::kernels {
 
 namespace {
 
-// Bytes of one row of w's data (codes for NVFP4, whose block scales are k / 16 bytes apart).
-std::int64_t row_bytes(const WeightMatrix& w) {
-  switch (w.kind) {
-    case SchemeKind::NVFP4: return w.k / 2;
-    case SchemeKind::FP8: return w.k;
-    case SchemeKind::Dense: break;
-  }
-  return w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
-}
-
 // Bytes of a whole matrix: its rows and, for NVFP4, its block scales.
-std::uint64_t matrix_bytes(const WeightMatrix& w) {
-  const std::int64_t scales = w.kind == SchemeKind::NVFP4 ? w.n * (w.k / 16) : 0;
-  return static_cast<std::uint64_t>(w.n * row_bytes(w) + scales);
-}
+std::uint64_t matrix_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
 
 }  // namespace
 
 WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
   WeightMatrix v = w;
   v.n = r1 - r0;
-  v.data = w.data + r0 * row_bytes(w);
+  v.data = w.data + r0 * weight_row_bytes(w);
   if (w.kind == SchemeKind::NVFP4) v.block_scales = w.block_scales + r0 * (w.k / 16);
   return v;
 }
@@ -75,7 +62,7 @@ const WeightMatrix& task_weights(const MoeLayer& layer, const Task& t) {
 void prefetch_task_start(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
   constexpr std::int64_t kBytes = 2048;
   const WeightMatrix v = weight_rows_view(w, r0, r1);
-  const std::int64_t bytes = row_bytes(w), rows = std::min(v.n, (kBytes + bytes - 1) / bytes);
+  const std::int64_t bytes = weight_row_bytes(w), rows = std::min(v.n, (kBytes + bytes - 1) / bytes);
   const char* codes = reinterpret_cast<const char*>(v.data);
   for (std::int64_t off = 0; off < rows * bytes; off += 64) __builtin_prefetch(codes + off, 0, 2);
   if (w.kind == SchemeKind::NVFP4) {

@@ -11,6 +11,24 @@
 
 namespace fp4serve::kernels {
 
+std::int64_t weight_row_bytes(const WeightMatrix& w) {
+  switch (w.kind) {
+    case SchemeKind::NVFP4: return w.k / 2;
+    case SchemeKind::FP8: return w.k;
+    case SchemeKind::Dense: break;
+  }
+  return w.k * static_cast<std::int64_t>(dtype_size(w.dtype));
+}
+
+std::span<const std::uint8_t> weight_codes(const WeightMatrix& w) {
+  return {w.data, static_cast<std::size_t>(w.n * weight_row_bytes(w))};
+}
+
+std::span<const std::uint8_t> weight_block_scales(const WeightMatrix& w) {
+  if (w.kind != SchemeKind::NVFP4) return {};
+  return {w.block_scales, static_cast<std::size_t>(w.n * (w.k / nvfp4::kBlock))};
+}
+
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
   const auto k = static_cast<std::size_t>(w.k);
   switch (w.kind) {

@@ -128,8 +128,11 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
   add_pieces(p, words, pieces);
   // Non-zero contents, written by the pool: every page is really backed (untouched pages all
   // map the one shared zero page, which would be read from cache).
-  parallel_for(static_cast<std::int64_t>(pieces.size()), 1, [p, words](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b * kPieceWords; i < std::min(words, e * kPieceWords); ++i) p[i] = static_cast<std::uint64_t>(i) | 1u;
+  parallel_for(static_cast<std::int64_t>(pieces.size()), 1, [&pieces, p](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) {
+      const Piece& piece = pieces[static_cast<std::size_t>(i)];
+      for (std::int64_t w = piece.p - p; w < piece.p - p + piece.words; ++w) p[w] = static_cast<std::uint64_t>(w) | 1u;
+    }
   });
   int passes_run = 0;
   const std::uint64_t sink = timed_passes(pieces, options, r, passes_run);
