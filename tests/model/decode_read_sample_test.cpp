@@ -75,25 +75,25 @@ TEST(DecodeReadSample, APieceRunsOnAcrossARunsEnd) {
   EXPECT_EQ(pieces[1].size(), 1000u);
 }
 
+kernels::WeightMatrix matrix_8x64(SchemeKind kind, DType dtype, const std::uint8_t* data, const std::uint8_t* scales) {
+  kernels::WeightMatrix w;
+  w.kind = kind;
+  w.dtype = dtype;
+  w.n = 8;
+  w.k = 64;
+  w.data = data;
+  w.block_scales = scales;
+  return w;
+}
+
 TEST(DecodeReadSample, WeightSpansCoverCodesAndBlockScales) {
   std::vector<std::uint8_t> mem(4096);
-  kernels::WeightMatrix nvfp4;
-  nvfp4.kind = SchemeKind::NVFP4;
-  nvfp4.dtype = DType::U8;
-  nvfp4.n = 8;
-  nvfp4.k = 64;
-  nvfp4.data = mem.data();
-  nvfp4.block_scales = mem.data() + 1000;
+  const kernels::WeightMatrix nvfp4 = matrix_8x64(SchemeKind::NVFP4, DType::U8, mem.data(), mem.data() + 1000);
   EXPECT_EQ(kernels::weight_row_bytes(nvfp4), 32);
   EXPECT_EQ(kernels::weight_codes(nvfp4).size(), 8u * 32u);
   EXPECT_EQ(kernels::weight_block_scales(nvfp4).data(), mem.data() + 1000);
   EXPECT_EQ(kernels::weight_block_scales(nvfp4).size(), 8u * 4u);
-  kernels::WeightMatrix bf16;
-  bf16.kind = SchemeKind::Dense;
-  bf16.dtype = DType::BF16;
-  bf16.n = 8;
-  bf16.k = 64;
-  bf16.data = mem.data();
+  const kernels::WeightMatrix bf16 = matrix_8x64(SchemeKind::Dense, DType::BF16, mem.data(), nullptr);
   EXPECT_EQ(kernels::weight_codes(bf16).size(), 8u * 64u * 2u);
   EXPECT_TRUE(kernels::weight_block_scales(bf16).empty());
 }
