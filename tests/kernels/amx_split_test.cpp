@@ -67,6 +67,23 @@ TEST(AmxSplitActivations, DenseThreePartsMatchFp32Kernels) {
   EXPECT_LE(three_err * 50, bf16_err) << "three parts " << three_err << ", bf16 " << bf16_err;
 }
 
+// Dense BF16 rows load as tiles straight from the weights when k is a multiple of 32 (k = 512),
+// through the padded scratch copy otherwise (k = 528); a last partial 32-row block (n = 70) is
+// copied either way. 16 tokens and fewer fill one B tile of the pair, whose other half is
+// skipped (batched decode's lm_head); 17, 40 and 48 tokens end in a half-filled or empty one.
+TEST(AmxSplitActivations, DenseTilesMatchWithAndWithoutTheScratchCopy) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
+  Rng rng(31);
+  for (std::int64_t k : {512, 528}) {
+    auto w = random_weight(rng, SchemeKind::Dense, DType::BF16, 70, k);
+    for (std::int64_t m : {1, 16, 17, 40, 48}) {
+      const std::vector<float> x = activations_with_outliers(rng, m, k);
+      EXPECT_LE(error_against_reference(amx::bf16_gemm_split3, w->w, x, m), 2e-6) << "k=" << k << " m=" << m;
+      EXPECT_LE(error_against_reference(amx::bf16_gemm, w->w, x, m), 1e-2) << "k=" << k << " m=" << m;
+    }
+  }
+}
+
 // The narrow tiles (hi and lo as two columns per token) at every m they can take, directly: the
 // backend sends only 5..8 here, so Backends.* alone would not notice if 1..4 broke or if the
 // dispatch stopped reaching them. Rows past a 32-row block and a k tail (k % 128 = 80) included.

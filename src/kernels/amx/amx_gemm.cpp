@@ -19,7 +19,10 @@
 // 1.8e-5); a dense tile needs no decode, so the third product costs little.
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
-// registers. Padding rows, tokens and k are zero, and only valid outputs are written.
+// registers; a second B tile with no tokens in it (m <= 16: batched decode) is skipped. Padding
+// rows, tokens and k are zero, and only valid outputs are written. Dense BF16 rows, when k is a
+// multiple of 32, load as A tiles straight from the weights: copied into scratch first, the
+// 16-token lm_head of Qwen3-30B-A3B read 14 GB/s, from the weights 25 (docs/perf.md, session 29).
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
@@ -228,12 +231,13 @@ void store_transposed(const float (*tile)[16], __mmask16 mask, std::int64_t rows
   for (int i = 0; i < rows; ++i) _mm512_mask_storeu_ps(dst + i * ld, mask, _mm512_mul_ps(r[i], scale));
 }
 
-void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
+void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::int64_t a_words) {
   const std::int64_t kpairs = c.kp / 2;
   const __m512 scale = _mm512_set1_ps(c.out_scale);
-  const std::int64_t a_stride = c.kp * 2;  // bytes
+  const std::int64_t a_stride = a_words * 2;  // bytes
   alignas(64) float out[4][16][16];
   for (std::int64_t mt = 0; mt < c.mp / 16; mt += 2) {
+    const bool two = c.m > (mt + 1) * 16;  // the second B tile holds tokens
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
@@ -242,21 +246,21 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa) {
     const std::uint16_t* b1 = c.xt + (mt + 1) * kpairs * 32;
     for (std::int64_t kk = 0; kk < c.kp; kk += 32) {
       _tile_loadd(4, wa + kk, a_stride);
-      _tile_loadd(5, wa + 16 * c.kp + kk, a_stride);
+      _tile_loadd(5, wa + 16 * a_words + kk, a_stride);
       _tile_loadd(6, b0 + kk / 2 * 32, 64);
-      _tile_loadd(7, b1 + kk / 2 * 32, 64);
+      if (two) _tile_loadd(7, b1 + kk / 2 * 32, 64);
       _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
+      if (two) _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      if (two) _tile_dpbf16ps(3, 5, 7);
       for (int q = 1; q < c.parts; ++q) {  // the same weight tiles against the activations' remainders
         const std::uint16_t* rest = c.xt + q * c.panel + (mt * kpairs + kk / 2) * 32;
         _tile_loadd(6, rest, 64);
-        _tile_loadd(7, rest + kpairs * 32, 64);
+        if (two) _tile_loadd(7, rest + kpairs * 32, 64);
         _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
+        if (two) _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        if (two) _tile_dpbf16ps(3, 5, 7);
       }
     }
     _tile_stored(0, out[0], 64);
@@ -288,9 +292,14 @@ void run(const Ctx& base, const float* x) {
   parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
     configure_tiles(64);
     std::uint16_t* wa = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp) * sizeof(std::uint16_t)));
+    const bool direct = !c.nvfp4 && c.w->k % 32 == 0;
     for (std::int64_t blk = b; blk < e; ++blk) {
+      if (direct && (blk + 1) * 32 <= c.w->n) {  // whole BF16 rows: tiles straight from the weights
+        compute_block(c, blk * 32, reinterpret_cast<const std::uint16_t*>(c.w->data) + blk * 32 * c.w->k, c.w->k);
+        continue;
+      }
       decode_rows(c, blk * 32, wa);
-      compute_block(c, blk * 32, wa);
+      compute_block(c, blk * 32, wa, c.kp);
     }
     _tile_release();
   });
