@@ -7,8 +7,8 @@
 // row is decoded once per block of tokens into int8 in L1, and a 4-byte group of a row's weights
 // is broadcast against 16 tokens' activations: lane t of an accumulator sums token t's products
 // with that row over one 16-element block, so the block scales apply lane-wise and no horizontal
-// sum is left. 4 rows x 2 groups of 16 tokens run per pass: per block 32 vpdpbusd, 8 converts,
-// 8 multiplies and 8 FMAs, all on registers.
+// sum is left. 4 rows x 2 groups of 16 tokens run per pass (8 rows when there is one group): per
+// block 32 vpdpbusd, 8 converts, 8 multiplies and 8 FMAs, all on registers.
 //
 // Weights: u = 2 * E2M1 + 12 as unsigned bytes (vpdpbusd's unsigned operand, 0..24), in each
 // block's nibble order: a row's 8 code bytes of block b hold elements 2j (low nibble) and 2j + 1
@@ -47,6 +47,10 @@ constexpr std::int64_t kRecordBytes = 6 * 64;    // per (group, block)
 constexpr std::int64_t kScaleLine = 4 * 64, kCorrectionLine = 5 * 64;
 constexpr std::int32_t kWeightOffset = 12;
 constexpr std::int64_t kRows = 4;                // rows per pass (4 x 2 x 2 accumulators fill 16 registers)
+// With one group (12..16 tokens: batched decode's attention projections) 4 rows left only 4
+// dot-product chains per block; 8 rows, 8 x 2 registers, ran the m = 16 GEMM 7 % faster from
+// memory (docs/perf.md, session 29).
+constexpr std::int64_t kOneGroupRows = 8;
 constexpr std::int64_t kPairGroups = 2;          // groups per pass
 // A last partial group with this many tokens runs padded: from about 12 of 16 lanes the group
 // kernel's time for it is below the tiles' for the same tokens.
@@ -126,8 +130,9 @@ bool quantize_groups(const float* x, std::int64_t m, std::int64_t k, std::uint8_
   return bad == 0;
 }
 
-// Rows decoded for the kernel: kRows rows of padded_k(k) weights u (each block's even elements,
-// then its odd ones), and per (row, block) the scale (times 2^-120, as the E4M3 bits shifted).
+// Rows decoded for the kernel: a pass of rows (at most kOneGroupRows) of padded_k(k) weights u
+// (each block's even elements, then its odd ones), and per (row, block) the scale (times 2^-120,
+// as the E4M3 bits shifted).
 struct Panel {
   std::uint8_t* codes;
   float* scales;
@@ -176,7 +181,7 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
                                             std::int64_t group_bytes, float out_scale, float* y, std::int64_t n,
                                             std::int64_t tokens) {
   __m512 acc[R][G];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int g = 0; g < G; ++g) acc[r][g] = _mm512_setzero_ps();
@@ -188,15 +193,15 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
 #pragma GCC unroll 2
     for (int g = 0; g < G; ++g) {
       const __m512i start = _mm512_load_si512(rec + g * group_bytes + kCorrectionLine);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) s[r][g] = start;
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int c = 0; c < 4; ++c) {
       __m512i xq[G];
 #pragma GCC unroll 2
       for (int g = 0; g < G; ++g) xq[g] = _mm512_load_si512(rec + g * group_bytes + 64 * c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         std::int32_t four;
         std::memcpy(&four, codes + r * row_codes + 16 * b + 4 * c, 4);
@@ -208,7 +213,7 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
     __m512 sa[G];
 #pragma GCC unroll 2
     for (int g = 0; g < G; ++g) sa[g] = _mm512_load_ps(rec + g * group_bytes + kScaleLine);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m512 sw = _mm512_set1_ps(p.scales[r * row_blocks + b]);
 #pragma GCC unroll 2
@@ -222,27 +227,26 @@ __attribute__((noinline)) void group_kernel(const Panel& p, std::int64_t nb, con
 #pragma GCC unroll 2
   for (int g = 0; g < G; ++g) {
     alignas(64) float lanes[R][kGroup];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) _mm512_store_ps(lanes[r], _mm512_mul_ps(acc[r][g], undo));
     const std::int64_t here = tokens - kGroup * g < kGroup ? tokens - kGroup * g : kGroup;
     float* yg = y + kGroup * g * n;
-    if constexpr (R == 4) {
-      std::int64_t t = 0;
-      for (; t + 4 <= here; t += 4) {
-        __m128 c0 = _mm_load_ps(lanes[0] + t), c1 = _mm_load_ps(lanes[1] + t);
-        __m128 c2 = _mm_load_ps(lanes[2] + t), c3 = _mm_load_ps(lanes[3] + t);
-        _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
-        _mm_storeu_ps(yg + (t + 0) * n, c0);
-        _mm_storeu_ps(yg + (t + 1) * n, c1);
-        _mm_storeu_ps(yg + (t + 2) * n, c2);
-        _mm_storeu_ps(yg + (t + 3) * n, c3);
-      }
-      for (; t < here; ++t)
-        for (int r = 0; r < R; ++r) yg[t * n + r] = lanes[r][t];
-    } else {
-      for (std::int64_t t = 0; t < here; ++t)
-        for (int r = 0; r < R; ++r) yg[t * n + r] = lanes[r][t];
+    std::int64_t t = 0;
+    if constexpr (R % 4 == 0) {
+      for (; t + 4 <= here; t += 4)
+#pragma GCC unroll 2
+        for (int q = 0; q < R; q += 4) {
+          __m128 c0 = _mm_load_ps(lanes[q] + t), c1 = _mm_load_ps(lanes[q + 1] + t);
+          __m128 c2 = _mm_load_ps(lanes[q + 2] + t), c3 = _mm_load_ps(lanes[q + 3] + t);
+          _MM_TRANSPOSE4_PS(c0, c1, c2, c3);
+          _mm_storeu_ps(yg + (t + 0) * n + q, c0);
+          _mm_storeu_ps(yg + (t + 1) * n + q, c1);
+          _mm_storeu_ps(yg + (t + 2) * n + q, c2);
+          _mm_storeu_ps(yg + (t + 3) * n + q, c3);
+        }
     }
+    for (; t < here; ++t)
+      for (int r = 0; r < R; ++r) yg[t * n + r] = lanes[r][t];
   }
 }
 
@@ -260,7 +264,7 @@ struct Job {
   float* y;
 };
 
-// Rows [b, e) for every token: blocks of groups; in each, every kRows rows are decoded once and
+// Rows [b, e) for every token: blocks of groups; in each, every pass of rows is decoded once and
 // run against the block's groups two at a time.
 void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
   const WeightMatrix& w = *job.w;
@@ -270,28 +274,31 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
   if (block < kPairGroups) block = kPairGroups;
   const std::int64_t row_codes = padded_k(w.k), row_blocks = row_codes / 16;
   auto* mem = static_cast<std::uint8_t*>(
-      thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(kRows * (row_codes + 4 * row_blocks))));
-  const Panel p{mem, reinterpret_cast<float*>(mem + kRows * row_codes), row_codes, row_blocks};
+      thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(kOneGroupRows * (row_codes + 4 * row_blocks))));
+  const Panel p{mem, reinterpret_cast<float*>(mem + kOneGroupRows * row_codes), row_codes, row_blocks};
+  const std::int64_t pass_rows = groups == 1 ? kOneGroupRows : kRows;
   const float out_scale = kUndo * w.weight_scale_2;
   const std::int64_t ahead_bytes_rows = (kPrefetchAheadBytes + w.k / 2 - 1) / (w.k / 2);
-  const std::int64_t ahead_rows = ahead_bytes_rows > kRows ? ahead_bytes_rows : kRows;
+  const std::int64_t ahead_rows = ahead_bytes_rows > pass_rows ? ahead_bytes_rows : pass_rows;
   const float* e4m3 = decode_tables().e4m3;
   for (std::int64_t g0 = 0; g0 < groups; g0 += block) {
     const std::int64_t g1 = g0 + block < groups ? g0 + block : groups;
-    for (std::int64_t r0 = b; r0 < e; r0 += kRows) {
-      const std::int64_t rows = e - r0 < kRows ? e - r0 : kRows;
+    for (std::int64_t r0 = b; r0 < e;) {
+      const std::int64_t rows = e - r0 >= pass_rows ? pass_rows : e - r0 < kRows ? e - r0 : kRows;
       decode_rows(w, r0, rows, ahead_rows, e4m3, p);
       for (std::int64_t g = g0; g < g1; g += kPairGroups) {
         const std::uint8_t* recs = job.recs + g * group_bytes;
         float* y = job.y + g * kGroup * w.n + r0;
         const std::int64_t left = g1 - g, tokens = job.m - g * kGroup;
         switch (rows) {
+          case 8: group_kernel<8, 1>(p, nb, recs, group_bytes, out_scale, y, w.n, tokens); break;
           case 4: group_pass<4>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
           case 3: group_pass<3>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
           case 2: group_pass<2>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
           default: group_pass<1>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
         }
       }
+      r0 += rows;
     }
   }
 }
