@@ -388,12 +388,19 @@ struct Int8Table {
 constexpr Int8Table kInt8Table;
 constexpr std::int64_t kGroup = 2 * kChunk;  // 128 elements: 8 blocks, one int32 lane each
 constexpr std::int32_t kPartRatio = 254;     // each further part resolves the previous one's step / 254
-// Rows per pass of the decode loop: every activation load and scale shuffle serves R rows. One
-// token takes four (decode steps -1.1 % in the median with int8 and -2.4 to -8.0 % with three
-// parts, alternated step by step on the Zen 4 with AVX-512 disabled; docs/perf.md, session 22),
-// two tokens two.
-constexpr std::int64_t kFourRowsMaxM = 1;
-constexpr std::int64_t kTwoRowsMaxM = 2;
+// Rows per pass of the decode loop and how far ahead it prefetches, by activation parts. Three
+// parts are compute-bound: every activation load and scale shuffle serves R rows, one token
+// takes four and two tokens two (decode steps -2.4 to -8.0 % on the Zen 4 with AVX-512 disabled;
+// docs/perf.md, session 22). One part streams: one row per pass, prefetched 1 KB ahead to L1
+// and 4 KB to L2. Four interleaved rows share a 4 KB page, which the L2 streamer does not
+// follow, and an L1 prefetch 4 KB ahead holds a fill buffer for memory's whole latency: on the
+// AMX Xeon one row at 1 / 4 KB streamed 31-32 GB/s from the page cache against 23 (four rows at
+// 4 / 16 KB), as the VNNI kernel did (sessions 28 and 29); the Zen 4 had measured four rows
+// 1.1 % faster there, within its noise.
+constexpr std::int64_t four_rows_max_m(int parts) { return parts > 1 ? 1 : 0; }
+constexpr std::int64_t two_rows_max_m(int parts) { return parts > 1 ? 2 : 0; }
+constexpr std::int64_t int8_prefetch_l1_bytes(int parts) { return parts > 1 ? 4096 : 1024; }
+constexpr std::int64_t int8_prefetch_l2_bytes(int parts) { return parts > 1 ? 16384 : 4096; }
 
 // Lane d of a group's quarters holds block kLaneBlock[d] (group_quarters' vshufps order); every
 // per-block vector (scales, corrections) uses that lane order. vpshufb indices that put scale
@@ -559,8 +566,9 @@ __attribute__((always_inline)) inline void int8_groups(const Int8Args& a, const 
   const std::uint8_t* const data = a.data;
   const std::uint8_t* const scales = a.scales;
   const std::int64_t k = a.k, kg = a.kg, row_bytes = k / 2, row_scales = k / 16, per_group = a.kg / 16;
-  const std::int64_t ahead = (kPrefetchL1Bytes + row_bytes - 1) / row_bytes * row_bytes;
-  const std::int64_t ahead_l2 = (kPrefetchL2Bytes + row_bytes - 1) / row_bytes * row_bytes;
+  constexpr std::int64_t l1 = int8_prefetch_l1_bytes(P), l2 = int8_prefetch_l2_bytes(P);
+  const std::int64_t ahead = (l1 + row_bytes - 1) / row_bytes * row_bytes;
+  const std::int64_t ahead_l2 = (l2 + row_bytes - 1) / row_bytes * row_bytes;
   for (std::int64_t g = g0; g < g1; ++g) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -670,11 +678,11 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
   const QuantizedX q{codes, scale, corr};
   const Int8Args a{w.data, w.block_scales, w.k, kg, w.weight_scale_2, y, w.n, decode_tables().e4m3};
   parallel_for(w.n, int8_row_grain(w.n, m, kMaxDecodeM), [&a, &q, m](std::int64_t b, std::int64_t e) {
-    prefetch_rows_start(a.data, a.scales, a.k, b, e, kPrefetchL1Bytes, kPrefetchL2Bytes);
+    prefetch_rows_start(a.data, a.scales, a.k, b, e, int8_prefetch_l1_bytes(P), int8_prefetch_l2_bytes(P));
     if constexpr (P == 1) {
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
     }
-    for_each_row_pass(m, b, e, kFourRowsMaxM, kTwoRowsMaxM,
+    for_each_row_pass(m, b, e, four_rows_max_m(P), two_rows_max_m(P),
                       [&](auto rows, std::int64_t n0) { int8_rows<P, decltype(rows)::kValue>(a, q, m, n0); });
   });
 }
