@@ -284,6 +284,7 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
   for (std::int64_t g0 = 0; g0 < groups; g0 += block) {
     const std::int64_t g1 = g0 + block < groups ? g0 + block : groups;
     for (std::int64_t r0 = b; r0 < e;) {
+      // Whole passes while they fit; then passes of kRows and a last shorter one.
       const std::int64_t rows = e - r0 >= pass_rows ? pass_rows : e - r0 < kRows ? e - r0 : kRows;
       decode_rows(w, r0, rows, ahead_rows, e4m3, p);
       for (std::int64_t g = g0; g < g1; g += kPairGroups) {
@@ -291,7 +292,7 @@ void run_rows(const Job& job, std::int64_t b, std::int64_t e) {
         float* y = job.y + g * kGroup * w.n + r0;
         const std::int64_t left = g1 - g, tokens = job.m - g * kGroup;
         switch (rows) {
-          case 8: group_kernel<8, 1>(p, nb, recs, group_bytes, out_scale, y, w.n, tokens); break;
+          case 8: group_kernel<8, 1>(p, nb, recs, group_bytes, out_scale, y, w.n, tokens); break;  // one group
           case 4: group_pass<4>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
           case 3: group_pass<3>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
           case 2: group_pass<2>(p, nb, recs, group_bytes, out_scale, y, w.n, left, tokens); break;
