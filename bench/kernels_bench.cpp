@@ -10,8 +10,9 @@
 // attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
 // over all 48 layers' cached keys and values at a given depth;
 // attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth
-// (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256). Results and
-// predictions: docs/perf.md.
+// (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256); moe_decode_30b / _m16:
+// one MoE layer on one token and on 16 (a batched step's experts, GB/s of the experts it used).
+// Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "kernels/backend.h"
 #include "kernels/kv_cache.h"
 #include "kernels/model_shapes.h"
+#include "kernels/moe_traffic.h"
 #include "kernels/random_data.h"
 #include "synth/presets.h"
 #include "kernels/registry.h"
@@ -111,8 +113,14 @@ void bf16_gemm(benchmark::State& state, const Backend* b, std::int64_t n, std::i
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-// One Qwen3-30B-A3B MoE layer (128 experts, top 8) on one token, per backend.
-void moe_decode(benchmark::State& state, const Backend* b) {
+// One Qwen3-30B-A3B MoE layer (128 experts, top 8) on m tokens, per backend: one token is a
+// decode step's layer, 16 a 16-sequence batched step's (random routing uses ≈ 82 experts, each
+// read once for its 1-4 tokens). Iterations take turns over 16 sets of activations, so each
+// routes to other experts and the layer (340 MB) comes from memory: with one set, one token's 8
+// experts (21 MB) stayed in the last-level cache and read 108 % of the roofline (session 29).
+// Bytes: the router's (bf16) and those of the experts the calls used, as the MoE driver counts
+// them (moe_traffic.h).
+void moe_decode(benchmark::State& state, const Backend* b, std::int64_t m) {
   MoeShape s;
   s.hidden = 2048;
   s.intermediate = 768;
@@ -121,16 +129,21 @@ void moe_decode(benchmark::State& state, const Backend* b) {
   s.norm_topk_prob = true;
   Rng rng(1);
   auto moe = random_moe(rng, s, std::size_t{400} << 20);  // every expert distinct: ~340 MB
-  const auto x = random_activations(rng, 1, s.hidden);
-  std::vector<float> y(static_cast<std::size_t>(s.hidden));
+  constexpr std::int64_t kSets = 16;
+  const auto x = random_activations(rng, kSets * m, s.hidden);
+  std::vector<float> y(static_cast<std::size_t>(m * s.hidden));
+  const MoeTraffic before = moe_traffic();
+  std::int64_t set = 0;
   for (auto _ : state) {
-    b->moe.moe->run(x.data(), 1, moe->layer, y.data(), Fp4Semantics::W4A16);
+    b->moe.moe->run(x.data() + set * m * s.hidden, m, moe->layer, y.data(), Fp4Semantics::W4A16);
     benchmark::DoNotOptimize(y.data());
+    set = (set + 1) % kSets;
   }
-  // Router (bf16) + 8 experts x 3 NVFP4 matrices.
-  const auto per_token = static_cast<std::int64_t>(s.experts * s.hidden * 2 + 8 * 3 * weight_bytes(moe->layer.experts[0].gate));
-  state.SetBytesProcessed(state.iterations() * per_token);
-  report_roofline(state, static_cast<double>(state.iterations() * per_token));
+  const MoeTraffic used = moe_traffic() - before;
+  const auto bytes = static_cast<std::int64_t>(used.bytes + state.iterations() * s.experts * s.hidden * 2);
+  state.SetBytesProcessed(bytes);
+  state.counters["experts"] = used.calls == 0 ? 0.0 : static_cast<double>(used.experts) / static_cast<double>(used.calls);
+  report_roofline(state, static_cast<double>(bytes));
 }
 
 // An attention layout: layers, query heads, KV heads, head_dim.
@@ -334,7 +347,10 @@ bool register_all() {
                                          })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-      benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b); })
+      benchmark::RegisterBenchmark(("moe_decode_30b/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b, 1); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("moe_decode_30b_m16/" + b.name).c_str(), [&b](benchmark::State& st) { moe_decode(st, &b, 16); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }
