@@ -294,6 +294,13 @@ bool register_all() {
                                      [&b, m](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 64, m); })
             ->UseRealTime();
       }
+      // A batched step's experts get 1-4 tokens each: from L2 (the loop's own pace) and from
+      // memory (what the step sees), against m = 1 (docs/perf.md, session 29).
+      for (std::int64_t m : {2, 3, 4})
+        for (const auto& [tag, copies] : {std::pair{"hot", 1}, std::pair{"dram", 1536}})
+          benchmark::RegisterBenchmark(("nvfp4_m" + std::to_string(m) + "/" + b.name + "/768x2048/" + tag).c_str(),
+                                       [&b, m, copies = copies](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, copies, m); })
+              ->UseRealTime();
       // m = 16 from L2 as well: the cold case's gap to it is what the token groups' row prefetch
       // must close (docs/perf.md, session 23).
       benchmark::RegisterBenchmark(("nvfp4_m16/" + b.name + "/768x2048/hot").c_str(),
