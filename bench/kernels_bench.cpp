@@ -4,8 +4,8 @@
 // (~56 MB, past the last-level cache: what a real decode step sees). The roofline is this
 // machine's memory read bandwidth (util/memory_bandwidth.h), measured once at start in the same
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
-// ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 16 hot too) shares each weight read
-// among M activation rows; lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
+// ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 2-4 also hot and dram, M = 16 hot)
+// shares each weight read among M activation rows; lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
 // one-token decode step (a stream at the memory's pace) and of a 16-sequence one.
 // attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
 // over all 48 layers' cached keys and values at a given depth;
