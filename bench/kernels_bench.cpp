@@ -52,8 +52,6 @@ void report_roofline(benchmark::State& state, double bytes) {
       benchmark::Counter(bytes / (roofline().best_gb_per_s * 1e9), benchmark::Counter::kIsRate);
 }
 
-std::uint64_t weight_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
-
 // M = 1 decode GEMM; `copies` distinct matrices used round-robin.
 void nvfp4_decode(benchmark::State& state, const Backend* b, std::int64_t n, std::int64_t k, int copies, std::int64_t m) {
   Rng rng(42);

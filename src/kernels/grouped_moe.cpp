@@ -12,13 +12,6 @@
 
 namespace fp4serve::kernels {
 
-namespace {
-
-// Bytes of a whole matrix: its rows and, for NVFP4, its block scales.
-std::uint64_t matrix_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
-
-}  // namespace
-
 WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64_t r1) {
   WeightMatrix v = w;
   v.n = r1 - r0;
@@ -157,7 +150,7 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
     if (count[e] == 0) continue;
     const MoeExpert& ex = layer.experts[static_cast<std::size_t>(e)];
     ++used;
-    used_bytes += matrix_bytes(ex.gate) + matrix_bytes(ex.up) + matrix_bytes(ex.down);
+    used_bytes += weight_bytes(ex.gate) + weight_bytes(ex.up) + weight_bytes(ex.down);
   }
   count_moe_call(used, used_bytes);
   // The element-wise steps (this gather, SiLU x up, the weighted sum) are split across the pool

@@ -29,6 +29,8 @@ std::span<const std::uint8_t> weight_block_scales(const WeightMatrix& w) {
   return {w.block_scales, static_cast<std::size_t>(w.n * (w.k / nvfp4::kBlock))};
 }
 
+std::uint64_t weight_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
+
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
   const auto k = static_cast<std::size_t>(w.k);
   switch (w.kind) {

@@ -14,6 +14,8 @@ std::int64_t weight_row_bytes(const WeightMatrix& w);
 // w's data, and its E4M3 block scales (empty unless NVFP4), as they lie in memory.
 std::span<const std::uint8_t> weight_codes(const WeightMatrix& w);
 std::span<const std::uint8_t> weight_block_scales(const WeightMatrix& w);
+// All of w's bytes a GEMM reads: codes plus block scales.
+std::uint64_t weight_bytes(const WeightMatrix& w);
 
 // out[0..w.k) = W[row, :] in fp32.
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out);

@@ -93,9 +93,11 @@ TEST(DecodeReadSample, WeightSpansCoverCodesAndBlockScales) {
   EXPECT_EQ(kernels::weight_codes(nvfp4).size(), 8u * 32u);
   EXPECT_EQ(kernels::weight_block_scales(nvfp4).data(), mem.data() + 1000);
   EXPECT_EQ(kernels::weight_block_scales(nvfp4).size(), 8u * 4u);
+  EXPECT_EQ(kernels::weight_bytes(nvfp4), 8u * 32u + 8u * 4u);
   const kernels::WeightMatrix bf16 = matrix_8x64(SchemeKind::Dense, DType::BF16, mem.data(), nullptr);
   EXPECT_EQ(kernels::weight_codes(bf16).size(), 8u * 64u * 2u);
   EXPECT_TRUE(kernels::weight_block_scales(bf16).empty());
+  EXPECT_EQ(kernels::weight_bytes(bf16), 8u * 64u * 2u);
 }
 
 }  // namespace
