@@ -142,10 +142,6 @@ BandwidthResult measure_read_bandwidth(const BandwidthOptions& options) {
   return r;
 }
 
-BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options) {
-  return measure_regions_bandwidth({&region, 1}, options);
-}
-
 BandwidthResult measure_regions_bandwidth(std::span<const std::span<const std::uint8_t>> regions,
                                           const BandwidthOptions& options) {
   check_options(options);

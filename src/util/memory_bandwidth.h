@@ -40,15 +40,12 @@ struct BandwidthResult {
 // Throws Error when the options are out of range or the buffer cannot be allocated.
 BandwidthResult measure_read_bandwidth(const BandwidthOptions& options = {});
 
-// The same passes over memory the caller already holds (options.bytes must be 0; the region is
-// read whole, from its first 8-byte-aligned word). `bench` reads weights that decode reads every
-// token, between the decode repetitions: those pages are resident already, so this measures the
-// memory in the same minutes as the decode without allocating a buffer that would count in the
-// process's resident memory. Throws Error when the region is under 1 MiB.
-BandwidthResult measure_region_bandwidth(std::span<const std::uint8_t> region, const BandwidthOptions& options = {});
-
-// The same over several regions, each read whole in every pass (in pieces the threads share):
-// `bench` samples the weights a decode step reads, wherever the page cache put them.
+// The same passes over memory the caller already holds (options.bytes must be 0): every pass
+// reads each region whole, from its first 8-byte-aligned word, in pieces the threads share.
+// `bench` reads a sample of the weights decode reads every token, between the decode
+// repetitions: those pages are resident already, wherever the page cache put them, so this
+// measures the memory in the same minutes as the decode without allocating a buffer that would
+// count in the process's resident memory. Throws Error when the regions hold under 1 MiB.
 BandwidthResult measure_regions_bandwidth(std::span<const std::span<const std::uint8_t>> regions,
                                           const BandwidthOptions& options = {});
 

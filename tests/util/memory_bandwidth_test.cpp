@@ -98,17 +98,22 @@ TEST(MemoryBandwidth, RejectsBadOptionsNamingTheParameter) {
   testing::expect_error([&] { measure_read_bandwidth(o); }, {"min_seconds", "61"});
 }
 
+// One region the caller holds.
+BandwidthResult measure_region(std::span<const std::uint8_t> region, const BandwidthOptions& options = {}) {
+  return measure_regions_bandwidth({&region, 1}, options);
+}
+
 TEST(MemoryBandwidth, ReadsARegionTheCallerHolds) {
   std::vector<std::uint64_t> held(std::size_t{2} << 20, 3);  // 16 MiB
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(held.data());
   BandwidthOptions o;
   o.passes = 4;
-  const BandwidthResult r = measure_region_bandwidth({bytes, held.size() * 8}, o);
+  const BandwidthResult r = measure_region({bytes, held.size() * 8}, o);
   EXPECT_EQ(r.bytes, held.size() * 8);
   ASSERT_EQ(r.pass_gb_per_s.size(), 4u);
   for (double g : r.pass_gb_per_s) EXPECT_GT(g, 0.1);
   // A region that starts off an 8-byte boundary is read from its first whole word.
-  EXPECT_EQ(measure_region_bandwidth({bytes + 3, held.size() * 8 - 3}, o).bytes, held.size() * 8 - 8);
+  EXPECT_EQ(measure_region({bytes + 3, held.size() * 8 - 3}, o).bytes, held.size() * 8 - 8);
 }
 
 TEST(MemoryBandwidth, ReadsSeveralRegionsAsOnePass) {
@@ -129,14 +134,14 @@ TEST(MemoryBandwidth, ReadsSeveralRegionsAsOnePass) {
 
 TEST(MemoryBandwidth, RegionErrorsNameTheProblem) {
   std::vector<std::uint8_t> small(4096, 1);
-  testing::expect_error([&] { measure_region_bandwidth(small); }, {"region", "4096", "too small"});
+  testing::expect_error([&] { measure_region(small); }, {"region", "4096", "too small"});
   std::vector<std::uint8_t> held(std::size_t{2} << 20, 1);
   BandwidthOptions o;
   o.bytes = std::uint64_t{16} << 20;
-  testing::expect_error([&] { measure_region_bandwidth(held, o); }, {"bytes must be 0"});
+  testing::expect_error([&] { measure_region(held, o); }, {"bytes must be 0"});
   o.bytes = 0;
   o.passes = 0;
-  testing::expect_error([&] { measure_region_bandwidth(held, o); }, {"passes", "0"});
+  testing::expect_error([&] { measure_region(held, o); }, {"passes", "0"});
 }
 
 TEST(MemoryBandwidth, DefaultBufferIsWellPastTheLastLevelCache) {
