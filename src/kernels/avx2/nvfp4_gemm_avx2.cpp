@@ -397,8 +397,8 @@ constexpr std::int32_t kPartRatio = 254;     // each further part resolves the p
 // AMX Xeon one row at 1 / 4 KB streamed 31-32 GB/s from the page cache against 23 (four rows at
 // 4 / 16 KB), as the VNNI kernel did (sessions 28 and 29); the Zen 4 had measured four rows
 // 1.1 % faster there, within its noise.
-constexpr std::int64_t four_rows_max_m(int parts) { return parts > 1 ? 1 : 0; }
-constexpr std::int64_t two_rows_max_m(int parts) { return parts > 1 ? 2 : 0; }
+constexpr std::int64_t kThreePartsFourRowsMaxM = 1;
+constexpr std::int64_t kThreePartsTwoRowsMaxM = 2;
 constexpr std::int64_t int8_prefetch_l1_bytes(int parts) { return parts > 1 ? 4096 : 1024; }
 constexpr std::int64_t int8_prefetch_l2_bytes(int parts) { return parts > 1 ? 16384 : 4096; }
 
@@ -681,9 +681,11 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
     prefetch_rows_start(a.data, a.scales, a.k, b, e, int8_prefetch_l1_bytes(P), int8_prefetch_l2_bytes(P));
     if constexpr (P == 1) {
       if (m > kMaxDecodeM) return int8_tiles<P>(a, q, m, b, e);
+      for (std::int64_t n0 = b; n0 < e; ++n0) int8_rows<P, 1>(a, q, m, n0);  // one row at a time (above)
+    } else {
+      for_each_row_pass(m, b, e, kThreePartsFourRowsMaxM, kThreePartsTwoRowsMaxM,
+                        [&](auto rows, std::int64_t n0) { int8_rows<P, decltype(rows)::kValue>(a, q, m, n0); });
     }
-    for_each_row_pass(m, b, e, four_rows_max_m(P), two_rows_max_m(P),
-                      [&](auto rows, std::int64_t n0) { int8_rows<P, decltype(rows)::kValue>(a, q, m, n0); });
   });
 }
 
