@@ -20,6 +20,11 @@ WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64
   return v;
 }
 
+bool moe_whole_projections(std::int64_t used_experts, std::int64_t busy_experts, std::int64_t threads) {
+  constexpr std::int64_t kWholeTasksPerThread = 4;
+  return used_experts >= kWholeTasksPerThread * threads || busy_experts >= 2 * threads;
+}
+
 void check_moe_layer(const MoeLayer& layer, const std::string& backend) {
   const std::int64_t hidden = layer.router.k, experts = layer.router.n;
   if (static_cast<std::int64_t>(layer.experts.size()) != experts)
@@ -173,14 +178,10 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
   });
 
   // 3. Expert GEMMs over (expert, projection, row slice) tasks: gate and up, then down.
-  // Prefill: an expert with many tokens runs each projection as one task over all its rows when
-  // there are enough such tasks to keep the pool busy, so the GEMM writes straight into the
-  // slot buffers (no copy) and packs the activations once. Decode (few tokens per expert)
-  // splits the rows into slices so that top_k experts still occupy every core.
   constexpr std::int64_t kManyTokens = 16;
   std::int64_t busy_experts = 0;
   for (std::int64_t e = 0; e < E; ++e) busy_experts += count[e] >= kManyTokens ? 1 : 0;
-  const bool whole_rows = busy_experts >= 2 * static_cast<std::int64_t>(global_thread_pool().size());
+  const bool whole_rows = moe_whole_projections(static_cast<std::int64_t>(used), busy_experts, global_thread_pool().size());
   auto make_tasks = [&](std::int32_t first_proj, std::int32_t last_proj) -> const std::vector<Task>& {
     std::vector<Task>& tasks = r.tasks;
     tasks.clear();
@@ -188,10 +189,10 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
       if (count[e] == 0) continue;
       for (std::int32_t p = first_proj; p <= last_proj; ++p) {
         const std::int64_t rows = p == 2 ? hidden : inter;
-        // Bigger slices when an expert has many tokens, so per-call setup (activation
+        // Slices: bigger when an expert has many tokens, so per-call setup (activation
         // packing) stays small next to the work. Decode: 128 rows (≈ 128 KB of gate/up
         // weights) measured 0-6 % faster than 64 on 30b-a3b (docs/perf.md, session 4).
-        const std::int64_t slice = count[e] < kManyTokens ? 128 : whole_rows ? rows : 256;
+        const std::int64_t slice = whole_rows ? rows : count[e] < kManyTokens ? 128 : 256;
         for (std::int64_t r0 = 0; r0 < rows; r0 += slice)
           tasks.push_back({static_cast<std::int32_t>(e), p, r0, std::min(rows, r0 + slice)});
       }

@@ -2,8 +2,8 @@
 // The MoE driver every SIMD backend shares: route each token (router GEMM, fp32 softmax, top-k),
 // group the (token, expert) pairs by expert, run each expert's gate/up/down GEMMs once on all
 // of its tokens, and sum the weighted expert outputs per token in rank order (as the reference).
-// Parallel over (expert, row slice) pairs so decode (one token, top_k experts of a few hundred
-// rows each) still keeps every core busy; the GEMMs inside run on one thread.
+// Parallel over (expert, projection) tasks, or (expert, projection, row slice) tasks when there
+// are too few experts per thread (moe_whole_projections); the GEMMs inside run on one thread.
 #include <string>
 
 #include "kernels/kernels.h"
@@ -38,6 +38,17 @@ class GroupedMoeKernel final : public MoeKernel {
 
 // Rows [r0, r1) of w as a matrix of its own (same data, no copy).
 WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64_t r1);
+
+// Whether a MoE call runs each expert projection as one task over all its rows (true) or splits
+// the rows into slices (128 rows; 256 for an expert with >= 16 tokens). Whole projections when
+// there are enough tasks to keep `threads` busy: at least 4 used experts per thread (the down
+// phase has one task per expert), or, in prefill, 2 per thread with >= 16 tokens each (`busy`).
+// Then each GEMM streams the whole matrix (≈ 0.9 MB for 30b-a3b) and writes straight into the
+// slot buffers; a 128-row slice began a fresh stream every 48-128 KB, checked its scales again,
+// compared the memo's activations and copied its outputs out (batch 16 on 30b-a3b 1.07x, batch 1
+// on 2 threads 1.03-1.05x; docs/perf.md, session 30). Few experts per thread (decode on many
+// cores) keep the slices so that top_k experts still occupy every core.
+bool moe_whole_projections(std::int64_t used_experts, std::int64_t busy_experts, std::int64_t threads);
 
 // Throws Error naming the backend and the mismatch when layer's shapes do not fit together.
 void check_moe_layer(const MoeLayer& layer, const std::string& backend);

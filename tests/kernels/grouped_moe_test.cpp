@@ -1,16 +1,20 @@
-// The MoE driver's row slices: decode splits every expert projection into 128-row tasks, each a
-// weight_rows_view of the projection, and prefetches the next task's rows while one runs.
+// The MoE driver's tasks: with few experts per thread, decode splits every expert projection into
+// 128-row tasks, each a weight_rows_view of the projection; with many (batched decode, prefill)
+// each projection is one task. Either way it prefetches the next task's rows while one runs.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/grouped_moe.h"
+#include "kernels/moe_traffic.h"
 #include "kernels/random_data.h"
 #include "kernels/validation.h"
 #include "kernels/weight_rows.h"
 #include "util/cpu_features.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -38,26 +42,74 @@ TEST(GroupedMoe, RowsViewHoldsTheSameRowsForEveryStorageKind) {
   }
 }
 
-// Projections of 272 and 320 rows: decode runs them as 128-row slices (the last one shorter),
-// which the small shapes of Backends.MoeMatchesReference never reach.
-TEST(GroupedMoe, DecodeSlicesOfLargeExpertsMatchReference) {
+// Runs every backend with a MoE of projections of 272 and 320 rows (not multiples of the 128-row
+// slice) on m = each of `tokens`, for NVFP4 and BF16 experts, and expects the reference's outputs.
+// Returns how many of the grouped driver's calls ran whole projections and how many ran slices,
+// read back from the experts each call counted (the reference counts nothing).
+struct TaskKinds {
+  int whole = 0, sliced = 0;
+};
+
+TaskKinds expect_moe_matches_reference(std::int64_t experts, std::int64_t top_k, std::uint64_t seed,
+                                       std::initializer_list<std::int64_t> tokens) {
+  const std::int64_t threads = global_thread_count();
+  TaskKinds kinds;
   for (SchemeKind kind : {SchemeKind::NVFP4, SchemeKind::Dense}) {
-    const MoeShape s{.hidden = 320, .intermediate = 272, .experts = 8, .top_k = 2, .norm_topk_prob = true,
+    const MoeShape s{.hidden = 320, .intermediate = 272, .experts = experts, .top_k = top_k, .norm_topk_prob = true,
                      .expert_kind = kind, .expert_dtype = kind == SchemeKind::NVFP4 ? DType::U8 : DType::BF16};
-    Rng rng(23);
+    Rng rng(seed);
     auto moe = random_moe(rng, s, 1 << 24);
-    for (std::int64_t m : {1, 3}) {
+    for (std::int64_t m : tokens) {
       const auto x = random_activations(rng, m, s.hidden);
       std::vector<float> want(static_cast<std::size_t>(m * s.hidden));
       reference_kernels().moe->run(x.data(), m, moe->layer, want.data(), Fp4Semantics::W4A16);
       for (const Backend& b : compiled_backends()) {
         if (!b.moe.present() || !cpu_features().missing(b.needs).empty()) continue;
         std::vector<float> got(want.size(), NAN);
+        const MoeTraffic before = moe_traffic();
         b.moe.moe->run(x.data(), m, moe->layer, got.data(), Fp4Semantics::W4A16);
+        const MoeTraffic call = moe_traffic() - before;
+        if (dynamic_cast<const GroupedMoeKernel*>(b.moe.moe) != nullptr) {
+          EXPECT_EQ(call.calls, 1u) << b.name;
+          EXPECT_GE(call.experts, static_cast<std::uint64_t>(top_k)) << b.name << " m=" << m;
+          ++(moe_whole_projections(static_cast<std::int64_t>(call.experts), 0, threads) ? kinds.whole : kinds.sliced);
+        }
         EXPECT_LE(output_error(got.data(), want.data(), m, s.hidden), validation_tolerance(b.moe.precision))
             << b.name << " m=" << m;
       }
     }
+  }
+  return kinds;
+}
+
+// 8 experts, top 2: decode with fewer than 4 used experts per thread runs the projections as
+// 128-row slices (the last one shorter), which the small shapes of Backends.MoeMatchesReference
+// never reach. One token uses 2 experts: slices on any pool of more than one thread.
+TEST(GroupedMoe, DecodeSlicesOfLargeExpertsMatchReference) {
+  const TaskKinds kinds = expect_moe_matches_reference(8, 2, 23, {1, 3});
+  if (global_thread_count() > 1) {
+    EXPECT_GT(kinds.sliced, 0);
+  }
+}
+
+TEST(GroupedMoe, WholeProjectionsNeedFourUsedExpertsOrTwoBusyOnesPerThread) {
+  EXPECT_FALSE(moe_whole_projections(7, 0, 2));
+  EXPECT_TRUE(moe_whole_projections(8, 0, 2));  // batch 1 of 30b-a3b (top 8) on 2 threads
+  EXPECT_FALSE(moe_whole_projections(8, 0, 16));
+  EXPECT_TRUE(moe_whole_projections(82, 0, 16));  // batch 16 on 16 threads
+  EXPECT_FALSE(moe_whole_projections(3, 1, 1));
+  EXPECT_TRUE(moe_whole_projections(3, 2, 1));  // prefill: experts with >= 16 tokens each
+  EXPECT_TRUE(moe_whole_projections(4, 0, 1));
+}
+
+// 32 experts, top 8: from one token on, a pool of up to 2 threads has 4 used experts per thread,
+// so every projection is one task that writes straight into the slot buffers.
+TEST(GroupedMoe, WholeProjectionsOfManyExpertsMatchReference) {
+  const TaskKinds kinds = expect_moe_matches_reference(32, 8, 29, {1, 2, 5});
+  if (global_thread_count() <= 2) {
+    EXPECT_GT(kinds.whole, 0);
+  } else if (kinds.whole == 0) {
+    GTEST_SKIP() << "no call had 4 used experts per thread on " << global_thread_count() << " threads";
   }
 }
 
