@@ -177,7 +177,8 @@ void GroupedMoeKernel::run(const float* x, std::int64_t m, const MoeLayer& layer
         std::memcpy(xg + slot_of[t * K + i] * hidden, x + t * hidden, static_cast<std::size_t>(hidden) * sizeof(float));
   });
 
-  // 3. Expert GEMMs over (expert, projection, row slice) tasks: gate and up, then down.
+  // 3. Expert GEMMs over (expert, projection) tasks, or (expert, projection, row slice) tasks
+  // when there are too few experts per thread (moe_whole_projections): gate and up, then down.
   constexpr std::int64_t kManyTokens = 16;
   std::int64_t busy_experts = 0;
   for (std::int64_t e = 0; e < E; ++e) busy_experts += count[e] >= kManyTokens ? 1 : 0;
