@@ -113,29 +113,47 @@ void bf16_gemm(benchmark::State& state, const Backend* b, std::int64_t n, std::i
                                                  benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-// One Qwen3-30B-A3B MoE layer (128 experts, top 8) on m tokens, per backend: one token is a
-// decode step's layer, 16 a 16-sequence batched step's (random routing uses ≈ 82 experts, each
-// read once for its 1-4 tokens). Iterations take turns over 16 sets of activations, so each
-// routes to other experts and the layer (340 MB) comes from memory: with one set, one token's 8
-// experts (21 MB) stayed in the last-level cache and read 108 % of the roofline (session 29).
-// Bytes: the router's (bf16) and those of the experts the calls used, as the MoE driver counts
-// them (moe_traffic.h).
-void moe_decode(benchmark::State& state, const Backend* b, std::int64_t m) {
+// Qwen3-30B-A3B's MoE layer: 128 experts of 768 x 2048, top 8.
+MoeShape moe_30b_shape() {
   MoeShape s;
   s.hidden = 2048;
   s.intermediate = 768;
   s.experts = 128;
   s.top_k = 8;
   s.norm_topk_prob = true;
-  Rng rng(1);
-  // Layers of ~340 MB (every expert distinct), taken in turn, enough of them to hold twice the
-  // last-level cache: one layer fitted the 480 MiB of a Xeon VM, so experts used in one iteration
-  // could still be cached in the next (docs/perf.md, session 30).
-  constexpr std::size_t kLayerBytes = std::size_t{400} << 20;
-  const std::uint64_t llc = last_level_cache_bytes();
-  const std::int64_t layers = std::max<std::int64_t>(2, static_cast<std::int64_t>((2 * llc + kLayerBytes - 1) / kLayerBytes));
-  std::vector<std::unique_ptr<OwnedMoe>> moes;
-  for (std::int64_t l = 0; l < layers; ++l) moes.push_back(random_moe(rng, s, kLayerBytes));
+  return s;
+}
+
+// Such layers of ~340 MB each (every expert distinct), enough of them to hold twice the
+// last-level cache: one layer fitted the 480 MiB of a Xeon VM, so experts used in one iteration
+// could still be cached in the next (docs/perf.md, session 30). Built once (≈ 1.2 GB of random
+// weights) and shared by every backend's MoE benchmarks.
+const std::vector<std::unique_ptr<OwnedMoe>>& moe_30b_layers() {
+  static const std::vector<std::unique_ptr<OwnedMoe>> layers = [] {
+    constexpr std::size_t kLayerBytes = std::size_t{400} << 20;
+    const std::uint64_t llc = last_level_cache_bytes();
+    const auto count = std::max<std::uint64_t>(2, (2 * llc + kLayerBytes - 1) / kLayerBytes);
+    Rng rng(1);
+    std::vector<std::unique_ptr<OwnedMoe>> v;
+    for (std::uint64_t l = 0; l < count; ++l) v.push_back(random_moe(rng, moe_30b_shape(), kLayerBytes));
+    return v;
+  }();
+  return layers;
+}
+
+// One Qwen3-30B-A3B MoE layer (128 experts, top 8) on m tokens, per backend: one token is a
+// decode step's layer, 16 a 16-sequence batched step's (random routing uses ≈ 82 experts, each
+// read once for its 1-4 tokens). Iterations take turns over 16 sets of activations, so each
+// routes to other experts, and over the layers of moe_30b_layers, so the weights come from
+// memory: with one set and one layer, one token's 8 experts (21 MB) stayed in the last-level
+// cache and read 108 % of the roofline (session 29).
+// Bytes: the router's (bf16) and those of the experts the calls used, as the MoE driver counts
+// them (moe_traffic.h).
+void moe_decode(benchmark::State& state, const Backend* b, std::int64_t m) {
+  const MoeShape s = moe_30b_shape();
+  const auto& moes = moe_30b_layers();
+  const auto layers = static_cast<std::int64_t>(moes.size());
+  Rng rng(2);
   constexpr std::int64_t kSets = 16;
   const auto x = random_activations(rng, kSets * m, s.hidden);
   std::vector<float> y(static_cast<std::size_t>(m * s.hidden));
