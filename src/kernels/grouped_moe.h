@@ -45,8 +45,8 @@ WeightMatrix weight_rows_view(const WeightMatrix& w, std::int64_t r0, std::int64
 // phase has one task per expert), or, in prefill, 2 per thread with >= 16 tokens each (`busy`).
 // Then each GEMM streams the whole matrix (≈ 0.9 MB for 30b-a3b) and writes straight into the
 // slot buffers; a 128-row slice began a fresh stream every 48-128 KB, checked its scales again,
-// compared the memo's activations and copied its outputs out (batch 16 on 30b-a3b 1.07x, batch 1
-// on 2 threads 1.03-1.05x; docs/perf.md, session 30). Few experts per thread (decode on many
+// compared the memo's activations and copied its outputs out (batch 16 on 30b-a3b 1.05-1.07x,
+// batch 1 on 2 threads 1.02-1.05x; docs/perf.md, session 30). Few experts per thread (decode on many
 // cores) keep the slices so that top_k experts still occupy every core.
 bool moe_whole_projections(std::int64_t used_experts, std::int64_t busy_experts, std::int64_t threads);
 
