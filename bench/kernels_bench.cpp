@@ -333,6 +333,12 @@ bool register_all() {
       benchmark::RegisterBenchmark(("nvfp4_m16/" + b.name + "/768x2048/hot").c_str(),
                                    [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 16); })
           ->UseRealTime();
+      // Prefill sizes: 24 tokens (amx-int8's tiles against the token groups, just past where
+      // they tie) and 512 (a prompt's attention projections; docs/perf.md, session 31).
+      for (std::int64_t m : {24, 512})
+        benchmark::RegisterBenchmark(("nvfp4_m" + std::to_string(m) + "/" + b.name + "/768x2048").c_str(),
+                                     [&b, m](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, m); })
+            ->UseRealTime();
       benchmark::RegisterBenchmark(("nvfp4_m64/" + b.name + "/768x2048").c_str(),
                                    [&b](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 1, 64); })
           ->UseRealTime();

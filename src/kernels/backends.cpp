@@ -8,7 +8,6 @@
 #include "kernels/grouped_moe.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/linear_attention_wrappers.h"
-#include "kernels/scratch.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -215,9 +214,9 @@ Backend make_avx2_int8x3() {
 
 // The same two classes on AVX-512 VNNI + VBMI (vpdpbusd: 64 products per instruction; vpermb).
 // On a Zen 4 the fp32 avx512 decode is ALU-bound at 26 GB/s from cache; the one-part kernel
-// streams 49 (docs/perf.md, session 11). The one-part backend ranks above the AMX ones that auto
-// would otherwise reach first on an AMX Xeon: since its token groups (sessions 20 and 27) it
-// prefills 1.15x amx-int8's three-part tiles there and decodes 16 sequences 1.07x (session 28).
+// streams 49 (docs/perf.md, session 11). It ranks above amx (whose fp32 decode is slower) but
+// below amx-int8, which runs these kernels below 20 tokens and AMX tiles on the same int8 grid
+// from there (session 31).
 Backend make_avx512_int8() {
   static const IntegerKernels k("avx512-int8", vnni::nvfp4_gemm_int8, avx512::nvfp4_gemm, avx512::dense_gemm,
                                 avx512_vector_math());
@@ -276,30 +275,30 @@ Backend make_amx() {
                      30, Precision::Activations16, fp4, dense, moe);
 }
 
-// amx-int8's tiles (m >= 16) run on the activations the int8 kernels quantize, rounded back to
-// floats (q * step: an fp32, so three bf16 parts carry it exactly; the decoded weights are exact
-// in bf16 too). A token's result then does not depend on how many tokens share its call: alone
-// (the int8 GEMV) and batched with 15 others (the tiles) it differs by fp32 summation order
-// only. Tiles on the raw activations were 0.7 % off the int8 GEMV, and hi + lo on the rounded
-// ones 4e-6: both flipped greedy tokens between 16 streams and each alone
-// (tests/integration/test_concurrency.py). The third part costs prefill about 20 %.
-void amx_tiles_on_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
-  float* rounded = thread_scratch_as<float>(kScratchInt8Rounded, static_cast<std::size_t>(m * w.k));
-  vnni::round_to_int8_blocks(x, m, w.k, rounded);
-  amx::nvfp4_gemm_split3(rounded, m, w, y);
-}
+// amx-int8's tiles run on the activations the int8 kernels quantize, rounded back to floats:
+// q * step with the grid's bf16 step (numerics/int8_grid_step.h) has at most 15 significant bits,
+// so the hi + lo pair carries it exactly (the decoded weights are exact in bf16 too). A token's
+// result then does not depend on how many tokens share its call: alone (the int8 GEMV) and
+// batched with 30 others (the tiles) it differs by fp32 summation order only. Tiles on the raw
+// activations were 0.7 % off the int8 GEMV, and hi + lo on the fp32-step grid of sessions 14-30
+// 4e-6: both flipped greedy tokens between 16 streams and each alone
+// (tests/integration/test_concurrency.py). That grid needed a third part, about 20 % of prefill.
+// The rounding happens as the tiles pack the activations: a separate pass over them (on the pool)
+// took 10 % of a 512-token prefill (session 31).
 
-// Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 16 tokens (decode,
-// batched decode's experts) on the avx512-int8 kernels, from 16 tokens on amx_tiles_on_int8_grid.
-// On a Xeon the int8 GEMV decodes 30b-a3b 1.08-1.12x faster than amx's fp32 one (79 % of the
-// roofline against 68-71 %); its 8-token tiles beat amx's narrow tiles and fp32 fallback below
-// 16 tokens (1.3x at m = 6 and 8), tie at 16 and lose 2.6x at 64 (docs/perf.md, session 17).
-// Its precision class is the int8 one, so int8_policy decides, as for avx512-int8. It declares
-// no dense or attention family: amx and avx512 cover those. Since session 28 it ranks below
-// avx512-int8, whose token groups (from 16 tokens) beat these tiles; auto reaches it only when
-// avx512-int8 fails validation, and it stays for `--fp4-gemm-backend amx-int8`.
+// Tokens from which amx-int8 takes the tiles: below, the VNNI token groups (16 tokens in one
+// group) were faster; at 20 they tied and from 24 the tiles won, 1.1-1.3x up to 48 and 1.5x at
+// 512 (nvfp4_x*, two threads, docs/perf.md, session 31).
+constexpr std::int64_t kAmxInt8FromM = 20;
+
+// Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 20 tokens (decode,
+// batched decode's experts and its 16-token attention projections) on the avx512-int8 kernels,
+// from 20 tokens (prefill) on amx::nvfp4_gemm_int8_grid. Ranked above avx512-int8: with two parts
+// and chunked tiles it prefills 30b-a3b about 1.3x faster (session 31); below 20 tokens the two
+// run the same kernels. Its precision class is the int8 one, so int8_policy decides, as for
+// avx512-int8. It declares no dense or attention family: amx and avx512 cover those.
 Backend make_amx_int8() {
-  static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx_tiles_on_int8_grid, kAmxFromM);
+  static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx::nvfp4_gemm_int8_grid, kAmxInt8FromM);
   static const DenseGemmKernel dense("amx-int8", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
   static const DenseGemmKernel router_dense("amx-int8", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx-int8", avx512::nvfp4_gemm);
@@ -313,11 +312,11 @@ Backend make_amx_int8() {
   Backend b;
   b.name = "amx-int8";
   b.description =
-      "NVFP4 below 16 tokens with activations as int8 per 16-element block (avx512-int8's VNNI kernels), "
-      "from 16 tokens on AMX BF16 tiles fed those int8-rounded activations in three bf16 parts (exact)";
-  b.speed_rank = 32;
+      "NVFP4 below 20 tokens with activations as int8 per 16-element block (avx512-int8's VNNI kernels), "
+      "from 20 tokens on AMX BF16 tiles fed those int8-rounded activations as bf16 hi + lo (exact)";
+  b.speed_rank = 34;
   b.needs = needs;
-  b.fp4 = gemm_family(&fp4, Precision::Int8Activations, kAmxFromM, any_gemm);
+  b.fp4 = gemm_family(&fp4, Precision::Int8Activations, kAmxFromM, any_gemm);  // 16-token tiles
   b.moe = moe_family(&moe, Precision::Int8Activations);
   return b;
 }

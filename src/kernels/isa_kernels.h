@@ -45,10 +45,6 @@ namespace vnni {
 // tiles. int8x3: m <= 2 only, avx512::nvfp4_gemm above. Rows with NaN/Inf run avx512::nvfp4_gemm.
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y);    // int8-activations
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // int8x3-activations
-// Each 16-element block of each row rounded to the grid nvfp4_gemm_int8 quantizes it to
-// (step = fp32(block max / 127), ties to even), as q * step in fp32; rows holding NaN or Inf are
-// copied unchanged (the int8 kernel runs those through the exact fp32 one). out may not alias x.
-void round_to_int8_blocks(const float* x, std::int64_t m, std::int64_t k, float* out);
 }  // namespace vnni
 
 namespace amx {
@@ -65,9 +61,11 @@ void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, flo
 void nvfp4_gemm_narrow(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // Dense BF16 with activations in three bf16 parts (hi, lo, lo2): ~2^-25 relative, as fine as fp32.
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
-// NVFP4 on the tiles with three activation parts, any m (tiles throughout): every activation
-// carried exactly where it has at most 24 significant bits, as int8-grid values q * step do.
-void nvfp4_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
+// NVFP4 on the 16-token tiles, any m, with each activation block first moved to the int8 grid
+// vnni::nvfp4_gemm_int8 quantizes it to (q * step; numerics/int8_grid_step.h), then packed as
+// bf16 hi + lo, which carries q * step exactly: the int8 kernels' sums up to fp32 summation
+// order. Blocks holding NaN or Inf are packed as they are.
+void nvfp4_gemm_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 }  // namespace amx
 
 // Generic helpers the ISA files call (compiled without ISA flags).

@@ -18,9 +18,8 @@ enum ScratchSlot : int {
   kScratchInt8Activations = 13,  // the AVX2 int8 GEMM's last quantized activations, kept across calls
   kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
   kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)
-  kScratchInt8Rounded = 16,          // amx-int8: activations rounded to the int8 grid for the tiles
-  kScratchVnniInt8Groups = 17,       // the VNNI int8 GEMM for m >= 16: its token groups' records
-  kScratchSlots = 18,
+  kScratchVnniInt8Groups = 16,       // the VNNI int8 GEMM for m >= 16: its token groups' records
+  kScratchSlots = 17,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

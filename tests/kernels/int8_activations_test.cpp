@@ -16,6 +16,7 @@
 #include "kernels/isa_kernels.h"
 #include "kernels/random_data.h"
 #include "kernels/validation.h"
+#include "numerics/int8_grid_step.h"
 #include "util/cpu_features.h"
 
 namespace fp4serve::kernels {
@@ -51,16 +52,17 @@ std::vector<IntegerFamily> runnable_families() {
   const std::vector<IntegerFamily> families = runnable_families(); \
   if ((families).empty()) GTEST_SKIP() << "no integer backend runs on this CPU"
 
-// x as the kernel sees it: per 16-element block, q = round(x * 127 / max|x|), back to q * max / 127.
+// x as the kernel sees it: per 16-element block, q = round(x * (1 / step)), back to q * step,
+// with step = int8_grid_step(max|x|) (max / 127 rounded up to a bf16 value).
 std::vector<float> int8_model(const std::vector<float>& x, std::int64_t m, std::int64_t k) {
   std::vector<float> out(x.size());
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t b = 0; b < k; b += 16) {
       float mx = 0.0f;
       for (std::int64_t e = b; e < b + 16 && e < k; ++e) mx = std::max(mx, std::fabs(x[i * k + e]));
-      const float inv = mx > 0.0f ? 127.0f / mx : 0.0f;
+      const float step = numerics::int8_grid_step(mx), inv = numerics::int8_grid_inverse(step);
       for (std::int64_t e = b; e < b + 16 && e < k; ++e)
-        out[i * k + e] = static_cast<float>(std::lrintf(x[i * k + e] * inv)) * (mx / 127.0f);
+        out[i * k + e] = static_cast<float>(std::lrintf(x[i * k + e] * inv)) * step;
     }
   return out;
 }
@@ -148,6 +150,8 @@ TEST(Int8Activations, PrefillTilesEqualTheReferenceOnQuantizedActivations) {
 // The largest sums the integer steps see: every weight +6 or -6 (2 * E2M1 + 12 = 24 or 0) under
 // activations of +-max (code +-127) in every element. On AVX2 a group's sums reach
 // 4 * 24 * 127 * 2 = 24384 in int16 before widening; one more term would pass 2^15 and wrap.
+// max = 127 / 32, so the grid's step is exactly 1 / 32 (a bf16 quotient) and q * step is max
+// itself: the int8 grid adds no error and the result must match the fp32 reference.
 TEST(Int8Activations, LargestProductsStayExact) {
   REQUIRE_FAMILIES(families);
   for (const IntegerFamily& f : families)
@@ -158,8 +162,9 @@ TEST(Int8Activations, LargestProductsStayExact) {
         auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
         std::fill(w->data.begin(), w->data.begin() + k / 2, 0x77);  // row 0: +6 everywhere
         std::fill(w->data.begin() + k / 2, w->data.begin() + k, 0xFF);  // row 1: -6 everywhere
-        std::vector<float> x(static_cast<std::size_t>(m * k), 3.0f);
-        for (std::int64_t i = k; i < m * k; ++i) x[i] = i < 2 * k || i % 2 == 0 ? -3.0f : 3.0f;  // -max, then mixed
+        constexpr float max = 127.0f / 32.0f;
+        std::vector<float> x(static_cast<std::size_t>(m * k), max);
+        for (std::int64_t i = k; i < m * k; ++i) x[i] = i < 2 * k || i % 2 == 0 ? -max : max;  // -max, then mixed
         std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size(), NAN);
         reference_kernels().fp4_gemm->run(x.data(), m, w->w, want.data(), Fp4Semantics::W4A16);
         b->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
@@ -315,37 +320,50 @@ TEST(Int8Activations, MoeRouterRunsTheExactKernel) {
   }
 }
 
-// amx-int8's tiles (m >= 16) are fed round_to_int8_blocks(x): exactly the scalar int8 model,
-// with rows holding NaN or Inf left as they are.
-TEST(Int8Activations, RoundingToTheInt8GridIsTheScalarModel) {
-  if (runnable_backend("avx512-int8") == nullptr) GTEST_SKIP() << "no AVX-512 VNNI here";
-  for (std::int64_t k : {16, 40, 272, 2048}) {
-    Rng rng(static_cast<std::uint64_t>(k));
-    const std::int64_t m = 3;
-    auto x = random_activations(rng, m, k);
-    x[0] = 40.0f;                                 // coarse steps for the rest of its block
-    x[static_cast<std::size_t>(k - 1)] = 0.0f;
-    x[static_cast<std::size_t>(2 * k + 1)] = NAN;  // row 2: copied unchanged
-    const std::vector<float> want = int8_model(x, m, k);
-    std::vector<float> got(x.size(), -1.0f);
-    vnni::round_to_int8_blocks(x.data(), m, k, got.data());
-    for (std::int64_t i = 0; i < 2 * k; ++i) ASSERT_EQ(got[i], want[i]) << "k=" << k << " element " << i;
-    for (std::int64_t i = 2 * k; i < 3 * k; ++i)
-      ASSERT_TRUE(std::isnan(x[i]) ? std::isnan(got[i]) : got[i] == x[i]) << "k=" << k << " element " << i;
+// amx-int8's tiles move each activation block to the int8 grid as they pack it: the scalar int8
+// model's values, carried exactly by hi + lo, so the tiles match the reference fed int8_model(x)
+// up to fp32 summation order. k with tails (half a 32-element step, part of a 128-element line),
+// m from one partial tile to several pairs. A row holding NaN keeps it: its outputs are all
+// non-finite.
+TEST(Int8Activations, AmxTilesRunOnTheScalarInt8Model) {
+  if (runnable_backend("amx-int8") == nullptr) GTEST_SKIP() << "no AMX + VNNI here";
+  const std::int64_t n = 37;
+  for (std::int64_t k : {16, 48, 272, 2048}) {
+    for (std::int64_t m : {1, 20, 33, 70}) {
+      Rng rng(static_cast<std::uint64_t>(k * 100 + m));
+      auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+      auto x = random_activations(rng, m, k);
+      x[0] = 40.0f;  // coarse steps for the rest of its block
+      x[static_cast<std::size_t>(k - 1)] = 0.0f;
+      std::vector<float> want(static_cast<std::size_t>(m * n)), got(want.size(), -1.0f);
+      reference_kernels().fp4_gemm->run(int8_model(x, m, k).data(), m, w->w, want.data(), Fp4Semantics::W4A16);
+      amx::nvfp4_gemm_int8_grid(x.data(), m, w->w, got.data());
+      EXPECT_LE(output_error(got.data(), want.data(), m, n), 2e-6) << "k=" << k << " m=" << m;
+      if (m > 1) {
+        x[static_cast<std::size_t>(k + 1)] = NAN;  // row 1
+        amx::nvfp4_gemm_int8_grid(x.data(), m, w->w, got.data());
+        for (std::int64_t j = 0; j < n; ++j) EXPECT_FALSE(std::isfinite(got[static_cast<std::size_t>(n + j)])) << j;
+        EXPECT_LE(output_error(got.data(), want.data(), 1, n), 2e-6) << "row 0, k=" << k << " m=" << m;
+      }
+    }
   }
 }
 
 // A token's output must not depend on how many tokens share the call (a request alone or in a
-// batch, a prompt chunked or not): amx-int8 runs one token on the int8 GEMV and 16 or more on
-// AMX tiles, so the tiles must see the int8 grid's activations. Tiles on the raw activations
-// land ~0.7 % away, which flipped greedy tokens between 16 streams and each alone.
+// batch, a prompt chunked or not): amx-int8 runs one token on the int8 GEMV and 20 or more on
+// AMX tiles, so the tiles must see the int8 grid's activations, exactly: as hi + lo, which the
+// grid's bf16 step makes exact. Tiles on the raw activations land ~0.7 % away, and hi + lo of a
+// grid with an fp32 step 4e-6: both flipped greedy tokens between 16 streams and each alone.
+// 19 tokens stay on the token groups; 20, 33 and 64 take one, two and two full pairs of tiles,
+// and 300 at k = 2048 three chunks of 128 tokens.
 TEST(Int8Activations, AmxInt8GivesATokenTheSameResultAloneAndBatched) {
   const Backend* b = runnable_backend("amx-int8");
   if (b == nullptr) GTEST_SKIP() << "no AMX + VNNI here";
   Rng rng(41);
   const std::int64_t n = 80;
   for (std::int64_t k : {32, 64, 2048}) {
-    for (std::int64_t m : {16, 17, 33}) {
+    for (std::int64_t m : {19, 20, 33, 64, 300}) {
+      if (m == 300 && k != 2048) continue;
       auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
       auto x = random_activations(rng, m, k);
       x[3] = 40.0f;
@@ -359,7 +377,7 @@ TEST(Int8Activations, AmxInt8GivesATokenTheSameResultAloneAndBatched) {
         worst = std::max(worst, output_error(batched.data() + i * n, alone.data(), 1, n));
         worst_raw = std::max(worst_raw, output_error(raw_tiles.data() + i * n, alone.data(), 1, n));
       }
-      EXPECT_LE(worst, 1e-6) << "k=" << k << " m=" << m;  // hi + lo on the grid: 4.4e-6 (flipped tokens)
+      EXPECT_LE(worst, 1e-6) << "k=" << k << " m=" << m;  // hi + lo of an fp32-step grid: 4.4e-6 (flipped tokens)
       EXPECT_GT(worst_raw, 1000 * worst) << "k=" << k << " m=" << m << ": the raw tiles should be far off the int8 GEMV";
     }
   }

@@ -31,12 +31,13 @@ std::vector<std::string> runnable(OpFamily f) {
   return out;
 }
 
-// The int8-activation backend auto takes first where it may: avx512-int8 on an AVX-512 VNNI CPU
-// (an AMX Xeon too: it ranks above amx-int8, whose three-part tiles prefill slower than its token
-// groups), avx2-int8 on an AVX2-only CPU.
+// The int8-activation backend auto takes first where it may: amx-int8 on an AMX Xeon (its
+// hi + lo tiles on the int8 grid prefill faster than the token groups, which it runs below 20
+// tokens), avx512-int8 on an AVX-512 VNNI CPU without AMX, avx2-int8 on an AVX2-only CPU.
 const char* int8_backend_auto_takes() {
   const std::vector<std::string> fp4 = runnable(OpFamily::Fp4Gemm);
   auto runs = [&](const char* name) { return std::find(fp4.begin(), fp4.end(), name) != fp4.end(); };
+  if (runs("amx-int8")) return "amx-int8";
   if (runs("avx512-int8")) return "avx512-int8";
   if (!cpu_features().usable(CpuFeature::AVX512F) && runs("avx2-int8")) return "avx2-int8";
   return nullptr;

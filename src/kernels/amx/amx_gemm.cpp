@@ -32,6 +32,7 @@
 #include "kernels/isa_kernels.h"
 #include "kernels/lut.h"
 #include "kernels/scratch.h"
+#include "kernels/vnni/int8_grid.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve::kernels::amx {
@@ -90,11 +91,21 @@ inline __m512i next_part(__m512& a, __m512& b) {
 // xt + q * panel) holds the same layout for what the first q roundings left over: part 2 is
 // bf16(x - hi), part 3 bf16(x - hi - part 2). Each part carries about 8 more significant bits:
 // hi + lo reaches ~2^-17 of x, three parts ~2^-25, as close as fp32 itself.
+// Each 16-element block (lanes past k are zero) moved to the int8 activation grid, q * step in
+// fp32 (vnni/int8_grid.h: the values the int8 kernels quantize it to); a block holding NaN or
+// Inf is left as it is, so the row's outputs still come out non-finite.
+inline __m512 on_int8_grid(__m512 v) {
+  vnni::GridBlock g;
+  if (!vnni::to_int8_grid(v, g)) return v;
+  return _mm512_mul_ps(vnni::round_even(g.scaled), _mm512_set1_ps(g.step));
+}
+
+// Token tiles [mt0, mt1) of the mp / 16; `grid`: the activations on the int8 grid first.
 void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, int parts, std::size_t panel,
-                      std::int64_t mp, std::int64_t kp) {
+                      std::int64_t mt0, std::int64_t mt1, std::int64_t kp, bool grid) {
   const std::int64_t kpairs = kp / 2;
   alignas(64) std::uint32_t rows[kMaxParts][16][16];
-  for (std::int64_t mt = 0; mt < mp / 16; ++mt)
+  for (std::int64_t mt = mt0; mt < mt1; ++mt)
     for (std::int64_t kk = 0; kk < kp; kk += 32) {
       const StepMasks mask = step_masks(k, kk);
       for (std::int64_t j = 0; j < 16; ++j) {
@@ -106,6 +117,10 @@ void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint1
         const float* src = x + mi * k + kk;
         __m512 a = _mm512_maskz_loadu_ps(mask.lo, src);
         __m512 b = _mm512_maskz_loadu_ps(mask.hi, src + 16);
+        if (grid) {
+          a = on_int8_grid(a);
+          b = on_int8_grid(b);
+        }
         for (int q = 0; q < parts; ++q) _mm512_store_si512(rows[q][j], next_part(a, b));
       }
       const std::int64_t at = (mt * kpairs + kk / 2) * 16;
@@ -123,6 +138,7 @@ struct Ctx {
   std::int64_t m, mp, kp;
   const std::uint16_t* xt;  // `parts` activation panels, `panel` words apart
   int parts;
+  bool int8_grid;  // activations moved to the int8 grid while packed
   std::size_t panel;
   float* y;
   float out_scale;
@@ -279,30 +295,53 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::
   }
 }
 
+// Tokens per chunk: a chunk's packed activations (every part) stay in L2 while each 32-row block
+// reads them. Unchunked, every row block streamed all of them from L3 (4 MB at 512 tokens of
+// k = 2048 with two parts): nvfp4_x512 amx ran 4.2 ms on one thread, in chunks of 128 tokens (1 MB)
+// 2.4 ms; 64 and 256 tokens were slower (docs/perf.md, session 31).
+constexpr std::size_t kChunkActivationBytes = 1u << 20;
+
+std::int64_t chunk_tokens(std::int64_t kp, int parts) {
+  const std::int64_t fit = static_cast<std::int64_t>(kChunkActivationBytes) / (kp * 2 * parts) / 32 * 32;
+  return fit > 32 ? fit : 32;
+}
+
 void run(const Ctx& base, const float* x) {
   const WeightMatrix& w = *base.w;
-  Ctx c = base;
-  c.mp = (c.m + 31) / 32 * 32;
-  c.kp = (w.k + 31) / 32 * 32;
-  c.panel = static_cast<std::size_t>(c.mp * c.kp);
-  std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmActivations, static_cast<std::size_t>(c.parts) * c.panel * sizeof(std::uint16_t)));
-  pack_activations(x, c.m, w.k, xt, c.parts, c.panel, c.mp, c.kp);
-  c.xt = xt;
+  const std::int64_t kp = (w.k + 31) / 32 * 32;
+  const std::int64_t chunk = chunk_tokens(kp, base.parts);
+  const std::int64_t mp_max = ((base.m < chunk ? base.m : chunk) + 31) / 32 * 32;
+  std::uint16_t* xt = static_cast<std::uint16_t*>(thread_scratch(
+      kScratchGemmActivations, static_cast<std::size_t>(base.parts * mp_max * kp) * sizeof(std::uint16_t)));
   const std::int64_t blocks = (w.n + 31) / 32;
-  parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
-    configure_tiles(64);
-    std::uint16_t* wa = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp) * sizeof(std::uint16_t)));
-    const bool direct = !c.nvfp4 && c.w->k % 32 == 0;
-    for (std::int64_t blk = b; blk < e; ++blk) {
-      if (direct && (blk + 1) * 32 <= c.w->n) {  // whole BF16 rows: tiles straight from the weights
-        compute_block(c, blk * 32, reinterpret_cast<const std::uint16_t*>(c.w->data) + blk * 32 * c.w->k, c.w->k);
-        continue;
+  for (std::int64_t t0 = 0; t0 < base.m; t0 += chunk) {
+    Ctx c = base;
+    c.m = base.m - t0 < chunk ? base.m - t0 : chunk;
+    c.mp = (c.m + 31) / 32 * 32;
+    c.kp = kp;
+    c.panel = static_cast<std::size_t>(c.mp * kp);
+    c.xt = xt;
+    c.y = base.y + t0 * w.n;
+    // On the pool: packing 512 tokens on the calling thread alone held the other one idle.
+    const float* xc = x + t0 * w.k;
+    parallel_for(c.mp / 16, 1, [&c, xc, xt](std::int64_t b, std::int64_t e) {
+      pack_activations(xc, c.m, c.w->k, xt, c.parts, c.panel, b, e, c.kp, c.int8_grid);
+    });
+    parallel_for(blocks, 1, [&c](std::int64_t b, std::int64_t e) {
+      configure_tiles(64);
+      std::uint16_t* wa = static_cast<std::uint16_t*>(thread_scratch(kScratchGemmWeights, static_cast<std::size_t>(32 * c.kp) * sizeof(std::uint16_t)));
+      const bool direct = !c.nvfp4 && c.w->k % 32 == 0;
+      for (std::int64_t blk = b; blk < e; ++blk) {
+        if (direct && (blk + 1) * 32 <= c.w->n) {  // whole BF16 rows: tiles straight from the weights
+          compute_block(c, blk * 32, reinterpret_cast<const std::uint16_t*>(c.w->data) + blk * 32 * c.w->k, c.w->k);
+          continue;
+        }
+        decode_rows(c, blk * 32, wa);
+        compute_block(c, blk * 32, wa, c.kp);
       }
-      decode_rows(c, blk * 32, wa);
-      compute_block(c, blk * 32, wa, c.kp);
-    }
-    _tile_release();
-  });
+      _tile_release();
+    });
+  }
 }
 
 // ---- Small M (5..8 tokens: experts that receive a few tokens in a batch, short prompts) ----
@@ -400,7 +439,7 @@ void nvfp4_gemm_narrow(const float* x, std::int64_t m, const WeightMatrix& w, fl
 
 namespace {
 
-void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool nvfp4, int parts) {
+void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool nvfp4, int parts, bool int8_grid = false) {
   if (m <= 0 || w.n <= 0) return;
   Ctx c{};
   c.w = &w;
@@ -409,6 +448,7 @@ void gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y, bool 
   c.y = y;
   c.out_scale = nvfp4 ? w.weight_scale_2 : 1.0f;
   c.parts = parts;
+  c.int8_grid = int8_grid;
   run(c, x);
 }
 
@@ -430,6 +470,6 @@ void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, flo
   }
 }
 void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, kMaxParts); }
-void nvfp4_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, kMaxParts); }
+void nvfp4_gemm_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, true, 2, true); }
 
 }  // namespace fp4serve::kernels::amx

@@ -36,6 +36,7 @@
 #include "kernels/lut.h"
 #include "kernels/nvfp4_isa_common.h"
 #include "kernels/scratch.h"
+#include "numerics/int8_grid_step.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve::kernels::avx2 {
@@ -343,8 +344,9 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 
 // ---- int8 activations: decode that is not ALU-bound on AVX2 ----
 //
-// Activations are quantized per 16-element block to int8 (step = block max / 127), once per new
-// activation vector (Int8Memo in kernels/nvfp4_isa_common.h).
+// Activations are quantized per 16-element block to int8 (step = int8_grid_step(block max), about
+// max / 127; numerics/int8_grid_step.h), once per new activation vector (Int8Memo in
+// kernels/nvfp4_isa_common.h).
 // Weights become 2 * E2M1 + 12, an unsigned byte in 0..24, by one vpshufb per 32 codes, so
 // vpmaddubsw takes them as its unsigned operand and x as the signed one with no sign juggling;
 // the offset comes back out as 12 * (sum of the block's int8 activations), computed once per call.
@@ -484,7 +486,9 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
       mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, 0x4E));
       mx = _mm256_max_ps(mx, _mm256_shuffle_ps(mx, mx, 0xB1));
       const float top = _mm_cvtss_f32(_mm256_castps256_ps128(mx));
-      const __m256 inv = _mm256_set1_ps(top > 0.0f ? 127.0f / top : 0.0f);
+      // The grid of numerics/int8_grid_step.h, as the VNNI kernels quantize.
+      const float step = numerics::int8_grid_step(top);
+      const __m256 inv = _mm256_set1_ps(numerics::int8_grid_inverse(step));
       // t = x / step in -127..127; each part rounds (to nearest even, as lrintf) what is left of
       // t, and the next part takes the residual (exact in fp32) times 254.
       __m256 t0 = _mm256_mul_ps(v0, inv), t1 = _mm256_mul_ps(v1, inv);
@@ -502,7 +506,7 @@ bool quantize_x(const float* x, std::int64_t m, std::int64_t k, std::int64_t kg,
       // Block b % 8 of group b / 8 sits in lane kLaneBlock[b % 8]: the order swaps blocks 2, 3
       // with 4, 5, so it is its own inverse.
       const std::int64_t at = i * (kg / 16) + b / 8 * 8 + kLaneBlock[b % 8];
-      scale[at] = top / 127.0f * part_scale;
+      scale[at] = step * part_scale;
       corr[at] = Int8Table::kInt8WeightOffset * combined;
     }
   }

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "numerics/int8_grid_step.h"
+
 namespace fp4serve::kernels::vnni {
 namespace {
 
@@ -25,9 +27,10 @@ constexpr int doubled_e2m1(int code) {
   return (code & 8) == 0 ? mag[code & 7] : -mag[code & 7];
 }
 
-// A 16-element block on its int8 grid: x / step with step = block max / 127, before rounding.
-// The int8 GEMMs and round_to_int8_blocks share it, so amx-int8's tiles see exactly the values the
-// int8 kernels quantize.
+// A 16-element block on its int8 grid: x / step with step = int8_grid_step(block max) (about
+// max / 127, rounded up to a bf16 value), before rounding. The int8 GEMMs and
+// round_to_int8_blocks share it, so amx-int8's tiles see exactly the values the int8 kernels
+// quantize, and two bf16 parts carry each of them exactly.
 struct GridBlock {
   __m512 scaled;
   float step;
@@ -38,9 +41,8 @@ struct GridBlock {
 inline bool to_int8_grid(__m512 v, GridBlock& g) {
   const __m512 a = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF)));
   if (_mm512_cmp_ps_mask(a, _mm512_set1_ps(3.4028235e38f), _CMP_NLE_UQ) != 0) return false;
-  const float top = _mm512_reduce_max_ps(a);
-  g.scaled = _mm512_mul_ps(v, _mm512_set1_ps(top > 0.0f ? 127.0f / top : 0.0f));
-  g.step = top / 127.0f;
+  g.step = numerics::int8_grid_step(_mm512_reduce_max_ps(a));
+  g.scaled = _mm512_mul_ps(v, _mm512_set1_ps(numerics::int8_grid_inverse(g.step)));
   return true;
 }
 

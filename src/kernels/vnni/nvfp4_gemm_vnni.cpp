@@ -337,21 +337,4 @@ void int8_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) 
 void nvfp4_gemm_int8(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<1>(x, m, w, y); }
 void nvfp4_gemm_int8x3(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { int8_gemm<3>(x, m, w, y); }
 
-void round_to_int8_blocks(const float* x, std::int64_t m, std::int64_t k, float* out) {
-  for (std::int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * k;
-    float* oi = out + i * k;
-    for (std::int64_t b = 0; b * 16 < k; ++b) {
-      const std::int64_t left = k - 16 * b;
-      const __mmask16 keep = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-      GridBlock g;
-      if (!to_int8_grid(_mm512_maskz_loadu_ps(keep, xi + 16 * b), g)) {
-        std::memcpy(oi, xi, static_cast<std::size_t>(k) * sizeof(float));
-        break;
-      }
-      _mm512_mask_storeu_ps(oi + 16 * b, keep, _mm512_mul_ps(round_even(g.scaled), _mm512_set1_ps(g.step)));
-    }
-  }
-}
-
 }  // namespace fp4serve::kernels::vnni
