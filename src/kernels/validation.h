@@ -16,10 +16,11 @@ namespace fp4serve::kernels {
 // small-M tiles, 5..8 tokens), an odd M one past a full 16-row tile, and a large odd M spanning
 // several tiles and AMX's 32-row blocks (prefill path, with a remainder).
 inline constexpr std::int64_t kGemmValidationM[] = {1, 7, 17, 33};
-// MoE: one token; 7 tokens (a remainder past a 4-token tile) on the model's router; 17 tokens on
+// MoE: one token; 7 tokens (a remainder past a 4-token tile) on the model's router; 21 tokens on
 // a "hot" router that sends every token to the same top_k experts, so each expert GEMM sees
-// M = 17 (the prefill path, with a remainder).
-inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 17};
+// M = 21: the prefill path with a remainder (a 16-token group and 5 more on the VNNI kernels,
+// amx-int8's tiles from 20 tokens).
+inline constexpr std::int64_t kMoeValidationM[] = {1, 7, 21};
 struct AttentionCaseShape {
   std::int64_t m, past;
 };
