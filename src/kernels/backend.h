@@ -22,7 +22,8 @@ enum class Precision {
   // tile), fp32 accumulation: hi + lo is about 2^-17 relative (~250x finer than bf16), three
   // parts about 2^-25.
   Activations16,
-  // Activations quantized to int8 per 16-element block (scale = block max / 127), exact integer
+  // Activations quantized to int8 per 16-element block (scale = block max / 127 rounded up to a
+  // bf16 value; numerics/int8_grid_step.h), exact integer
   // dot products against the weights' E2M1: llama.cpp's Q8_0 class, one block finer.
   Int8Activations,
   // Activations as three int8 parts per 16-element block (each part resolves the previous one's

@@ -38,15 +38,15 @@ inline void add_backend_options(CLI::App& cmd, BackendOptions& options) {
                "the default amx (bf16 hi + lo pairs, ~2^-17; three parts for BF16 weights), but it can flip a greedy token against fp32");
   auto* int8 = cmd.add_flag(
       "--allow-int8-activations", options.allow_int8_activations,
-      "Let auto choose avx512-int8 or avx2-int8 (NVFP4 GEMMs with activations quantized to int8 per "
+      "Let auto choose amx-int8, avx512-int8 or avx2-int8 (NVFP4 GEMMs with activations quantized to int8 per "
       "16-element block, finer than llama.cpp's Q8_0) for a weight-only (W4A16) checkpoint too; auto already does for checkpoints whose "
       "NVFP4 weights carry input scales (calibrated for 4-bit activations). On an AVX-512 EPYC (Zen 4) prefill runs "
       "about 2x the fp32 class and decode 1.0-1.5x, on an AVX2-only EPYC decode 1.5-1.6x, on an AMX Xeon decode "
-      "1.1x, batched decode 1.2x and prefill 0.95x (against amx's AMX tiles); outputs about 1% off fp32");
+      "1.1x, batched decode 1.2x and prefill about the same (amx-int8 against amx's AMX tiles); outputs about 1% off fp32");
   cmd.add_flag("--exact-activations", options.exact_activations,
                "Keep auto on fp32-class kernels (activations unquantized, or split into parts within ~2^-17) even for a "
                "checkpoint calibrated for 4-bit activations: validated at the fp32 tolerance (1e-4); slower decode "
-               "everywhere, slower prefill where there is no AMX (on an AMX Xeon ~1.25x faster prefill)")
+               "everywhere, slower prefill where there is no AMX (on an AMX Xeon prefill about the same)")
       ->excludes(int8);
   cmd.add_option_function<std::string>(
          "--kv-cache-dtype", [&options](const std::string& name) { options.kv_cache_dtype = *kv_dtype_from_name(name); },

@@ -1,9 +1,10 @@
 #pragma once
 // The int8 activation grid both VNNI int8 GEMMs quantize to (nvfp4_gemm_vnni.cpp: rows in the
 // lanes, for decode and the 8-token tiles; nvfp4_gemm_vnni_groups.cpp: tokens in the lanes, for
-// m >= 16), and the scale convention they share. A token's result must not depend on which of
-// them runs it, so they round with the same code. Internal linkage only: included by ISA
-// translation units (see src/kernels/check_isa_objects.cmake).
+// m >= 16), and amx-int8's tiles round to (amx/amx_gemm.cpp), and the scale convention the VNNI
+// kernels share. A token's result must not depend on which of them runs it, so they round with
+// the same code. Internal linkage only: included by ISA translation units (see
+// src/kernels/check_isa_objects.cmake).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -28,9 +29,9 @@ constexpr int doubled_e2m1(int code) {
 }
 
 // A 16-element block on its int8 grid: x / step with step = int8_grid_step(block max) (about
-// max / 127, rounded up to a bf16 value), before rounding. The int8 GEMMs and
-// round_to_int8_blocks share it, so amx-int8's tiles see exactly the values the int8 kernels
-// quantize, and two bf16 parts carry each of them exactly.
+// max / 127, rounded up to a bf16 value), before rounding. The int8 GEMMs and amx-int8's tile
+// packing share it, so the tiles see exactly the values the int8 kernels quantize, and two bf16
+// parts carry each of them exactly.
 struct GridBlock {
   __m512 scaled;
   float step;
