@@ -84,6 +84,20 @@ TEST(AmxSplitActivations, DenseTilesMatchWithAndWithoutTheScratchCopy) {
   }
 }
 
+// Large m runs in token chunks whose packed activations fit L2 (about 1 MB: at k = 4096, 64
+// tokens with two parts, 32 with three): 70 tokens span two and three chunks, the last partial,
+// and every chunk's outputs must land in its own rows.
+TEST(AmxSplitActivations, TilesMatchAcrossTokenChunks) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
+  Rng rng(37);
+  const std::int64_t n = 40, k = 4096, m = 70;
+  auto fp4 = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+  auto dense = random_weight(rng, SchemeKind::Dense, DType::BF16, n, k);
+  const std::vector<float> x = activations_with_outliers(rng, m, k);
+  EXPECT_LE(error_against_reference(amx::nvfp4_gemm_split, fp4->w, x, m), 2e-5);
+  EXPECT_LE(error_against_reference(amx::bf16_gemm_split3, dense->w, x, m), 2e-6);
+}
+
 // The narrow tiles (hi and lo as two columns per token) at every m they can take, directly: the
 // backend sends only 5..8 here, so Backends.* alone would not notice if 1..4 broke or if the
 // dispatch stopped reaching them. Rows past a 32-row block and a k tail (k % 128 = 80) included.
