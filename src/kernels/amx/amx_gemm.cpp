@@ -17,6 +17,9 @@
 // bf16_gemm_split3 packs a third part, bf16(x - hi - lo): ~2^-25, fp32's own resolution. Dense
 // weights get three parts because two moved the qwen3_next oracle logits 1.9e-4 (NVFP4 weights:
 // 1.8e-5); a dense tile needs no decode, so the third product costs little.
+// nvfp4_gemm_int8_grid (amx-int8) moves each activation block to the int8 kernels' grid as it
+// packs it; hi + lo then carry it exactly. Many tokens run in chunks whose packed activations
+// stay in L2 (chunk_tokens).
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
 // registers; a second B tile with no tokens in it (m <= 16: batched decode) is skipped. Padding
@@ -84,13 +87,6 @@ inline __m512i next_part(__m512& a, __m512& b) {
   return w;
 }
 
-// xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
-// Per 16 tokens x 32 k: each token's 32 values are rounded to bf16 (round to nearest even,
-// vcvtne2ps2bf16) into 16 pair-words, then the 16 x 16 word block is transposed through a small
-// buffer so each 64-byte B-tile row holds one k pair for 16 tokens. With parts > 1, panel q (at
-// xt + q * panel) holds the same layout for what the first q roundings left over: part 2 is
-// bf16(x - hi), part 3 bf16(x - hi - part 2). Each part carries about 8 more significant bits:
-// hi + lo reaches ~2^-17 of x, three parts ~2^-25, as close as fp32 itself.
 // Each 16-element block (lanes past k are zero) moved to the int8 activation grid, q * step in
 // fp32 (vnni/int8_grid.h: the values the int8 kernels quantize it to); a block holding NaN or
 // Inf is left as it is, so the row's outputs still come out non-finite.
@@ -100,7 +96,15 @@ inline __m512 on_int8_grid(__m512 v) {
   return _mm512_mul_ps(vnni::round_even(g.scaled), _mm512_set1_ps(g.step));
 }
 
-// Token tiles [mt0, mt1) of the mp / 16; `grid`: the activations on the int8 grid first.
+// xt[(mt * kpairs + p) * 32 + 2j + t] = bf16(x[16 mt + j][2p + t]), zero outside [m) x [k).
+// Per 16 tokens x 32 k: each token's 32 values are rounded to bf16 (round to nearest even,
+// vcvtne2ps2bf16) into 16 pair-words, then the 16 x 16 word block is transposed through a small
+// buffer so each 64-byte B-tile row holds one k pair for 16 tokens. With parts > 1, panel q (at
+// xt + q * panel) holds the same layout for what the first q roundings left over: part 2 is
+// bf16(x - hi), part 3 bf16(x - hi - part 2). Each part carries about 8 more significant bits:
+// hi + lo reaches ~2^-17 of x, three parts ~2^-25, as close as fp32 itself; from an int8-grid
+// value q * step (at most 15 significant bits) hi + lo is exact.
+// Packs token tiles [mt0, mt1) of the mp / 16; `grid`: each block moved to the int8 grid first.
 void pack_activations(const float* x, std::int64_t m, std::int64_t k, std::uint16_t* xt, int parts, std::size_t panel,
                       std::int64_t mt0, std::int64_t mt1, std::int64_t kp, bool grid) {
   const std::int64_t kpairs = kp / 2;
@@ -297,7 +301,7 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::
 
 // Tokens per chunk: a chunk's packed activations (every part) stay in L2 while each 32-row block
 // reads them. Unchunked, every row block streamed all of them from L3 (4 MB at 512 tokens of
-// k = 2048 with two parts): nvfp4_x512 amx ran 4.2 ms on one thread, in chunks of 128 tokens (1 MB)
+// k = 2048 with two parts): nvfp4_m512 amx ran 4.2 ms on one thread, in chunks of 128 tokens (1 MB)
 // 2.4 ms; 64 and 256 tokens were slower (docs/perf.md, session 31).
 constexpr std::size_t kChunkActivationBytes = 1u << 20;
 
