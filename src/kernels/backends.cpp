@@ -294,7 +294,7 @@ constexpr std::int64_t kAmxInt8FromM = 20;
 // Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 20 tokens (decode,
 // batched decode's experts and its 16-token attention projections) on the avx512-int8 kernels,
 // from 20 tokens (prefill) on amx::nvfp4_gemm_int8_grid. Ranked above avx512-int8: with two parts
-// and chunked tiles it prefills 30b-a3b about 1.3x faster (session 31); below 20 tokens the two
+// and chunked tiles it prefills 30b-a3b 1.27x faster (session 31); below 20 tokens the two
 // run the same kernels. Its precision class is the int8 one, so int8_policy decides, as for
 // avx512-int8. It declares no dense or attention family: amx and avx512 cover those.
 Backend make_amx_int8() {
