@@ -5,7 +5,9 @@
 // machine's memory read bandwidth (util/memory_bandwidth.h), measured once at start in the same
 // run; every GEMM/MoE benchmark reports its weight bytes per second as a fraction of it
 // ("of_roofline"). Batched decode (M = 2 ... 16, cold; M = 2-4 also hot and dram, M = 16 hot)
-// shares each weight read among M activation rows; lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
+// shares each weight read among M activation rows; nvfp4_m24 / _m64 / _m512: prefill-sized calls
+// (an expert's share of a prompt, a prompt's attention projections; where amx-int8's tiles take
+// over from the token groups); lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
 // one-token decode step (a stream at the memory's pace) and of a 16-sequence one.
 // attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
 // over all 48 layers' cached keys and values at a given depth;

@@ -275,28 +275,27 @@ Backend make_amx() {
                      30, Precision::Activations16, fp4, dense, moe);
 }
 
-// amx-int8's tiles run on the activations the int8 kernels quantize, rounded back to floats:
-// q * step with the grid's bf16 step (numerics/int8_grid_step.h) has at most 15 significant bits,
-// so the hi + lo pair carries it exactly (the decoded weights are exact in bf16 too). A token's
-// result then does not depend on how many tokens share its call: alone (the int8 GEMV) and
-// batched with 30 others (the tiles) it differs by fp32 summation order only. Tiles on the raw
-// activations were 0.7 % off the int8 GEMV, and hi + lo on the fp32-step grid of sessions 14-30
-// 4e-6: both flipped greedy tokens between 16 streams and each alone
-// (tests/integration/test_concurrency.py). That grid needed a third part, about 20 % of prefill.
-// The rounding happens as the tiles pack the activations: a separate pass over them (on the pool)
-// took 10 % of a 512-token prefill (session 31).
-
 // Tokens from which amx-int8 takes the tiles: below, the VNNI token groups (16 tokens in one
 // group) were faster; at 20 they tied and from 24 the tiles won, 1.1-1.3x up to 48 and 1.5x at
-// 512 (nvfp4_x*, two threads, docs/perf.md, session 31).
+// 512 (kernels_bench nvfp4_m*, two threads, docs/perf.md, session 31).
 constexpr std::int64_t kAmxInt8FromM = 20;
 
 // Checkpoints calibrated for 4-bit activations on an AMX Xeon: NVFP4 below 20 tokens (decode,
 // batched decode's experts and its 16-token attention projections) on the avx512-int8 kernels,
 // from 20 tokens (prefill) on amx::nvfp4_gemm_int8_grid. Ranked above avx512-int8: with two parts
-// and chunked tiles it prefills 30b-a3b 1.27x faster (session 31); below 20 tokens the two
-// run the same kernels. Its precision class is the int8 one, so int8_policy decides, as for
+// and chunked tiles it prefills 30b-a3b 1.27x faster (session 31); below 20 tokens the two run
+// the same kernels. Its precision class is the int8 one, so int8_policy decides, as for
 // avx512-int8. It declares no dense or attention family: amx and avx512 cover those.
+//
+// The tiles run on the activations the int8 kernels quantize, rounded back to floats as they are
+// packed: q * step with the grid's bf16 step (numerics/int8_grid_step.h) has at most 15
+// significant bits, so the hi + lo pair carries it exactly (the decoded weights are exact in bf16
+// too). A token's result then does not depend on how many tokens share its call: alone (the int8
+// GEMV) and batched with 30 others (the tiles) it differs by fp32 summation order only. Tiles on
+// the raw activations were 0.7 % off the int8 GEMV, and hi + lo on the fp32-step grid of sessions
+// 14-30 4e-6: both flipped greedy tokens between 16 streams and each alone
+// (tests/integration/test_concurrency.py). That grid needed a third part, about 20 % of prefill,
+// and rounding in a pass of its own took 8 % of a pp512 run's samples (session 31).
 Backend make_amx_int8() {
   static const Fp4GemmKernel fp4("amx-int8", vnni::nvfp4_gemm_int8, amx::nvfp4_gemm_int8_grid, kAmxInt8FromM);
   static const DenseGemmKernel dense("amx-int8", avx512::dense_gemm, amx::bf16_gemm_split3, kAmxFromM);
