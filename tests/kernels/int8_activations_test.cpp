@@ -349,6 +349,24 @@ TEST(Int8Activations, AmxTilesRunOnTheScalarInt8Model) {
   }
 }
 
+// amx-int8 hands a call to the AMX tiles from 20 tokens (where they tie with the VNNI token
+// groups, docs/perf.md session 31): 19 tokens run avx512-int8's kernels, 20 the tiles, bit for bit.
+TEST(Int8Activations, AmxInt8TakesTheTilesFromTwentyTokens) {
+  const Backend* b = runnable_backend("amx-int8");
+  if (b == nullptr) GTEST_SKIP() << "no AMX + VNNI here";
+  Rng rng(43);
+  const std::int64_t n = 48, k = 256;
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+  for (std::int64_t m : {19, 20}) {
+    const auto x = random_activations(rng, m, k);
+    std::vector<float> got(static_cast<std::size_t>(m * n), NAN), want(got.size(), NAN);
+    b->fp4.gemm->run(x.data(), m, w->w, got.data(), Fp4Semantics::W4A16);
+    if (m < 20) vnni::nvfp4_gemm_int8(x.data(), m, w->w, want.data());
+    else amx::nvfp4_gemm_int8_grid(x.data(), m, w->w, want.data());
+    EXPECT_EQ(got, want) << "m=" << m;
+  }
+}
+
 // A token's output must not depend on how many tokens share the call (a request alone or in a
 // batch, a prompt chunked or not): amx-int8 runs one token on the int8 GEMV and 20 or more on
 // AMX tiles, so the tiles must see the int8 grid's activations, exactly: as hi + lo, which the

@@ -4,23 +4,20 @@
 
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 
+#include "numerics/scalar_formats.h"
+
 namespace fp4serve::numerics {
 namespace {
 
-bool is_bf16(float v) { return (std::bit_cast<std::uint32_t>(v) & 0xFFFFu) == 0; }
+bool is_bf16(float v) { return bf16_to_float(float_to_bf16(v)) == v; }
 
 // Round to nearest even bf16, as vcvtne2ps2bf16 does for normal inputs.
-float to_bf16(float v) {
-  std::uint32_t b = std::bit_cast<std::uint32_t>(v);
-  b += 0x7FFFu + ((b >> 16) & 1u);
-  return std::bit_cast<float>(b & 0xFFFF0000u);
-}
+float to_bf16(float v) { return bf16_to_float(float_to_bf16(v)); }
 
 TEST(Int8GridStep, IsABf16ValueJustAboveMaxOver127) {
   std::mt19937 gen(7);
