@@ -82,10 +82,10 @@ FamilyImpl linear_family(const Conv1dKernel* conv, const DeltaRuleKernel* delta)
   return f;
 }
 
-FamilyImpl attention_family(const AttentionKernel* k, std::int64_t multiple) {
+FamilyImpl attention_family(const AttentionKernel* k, std::int64_t multiple, Precision precision = Precision::Fp32) {
   FamilyImpl f;
   f.attention = k;
-  f.precision = Precision::Fp32;
+  f.precision = precision;
   f.m_tile = 4;
   f.attention_unsupported = [multiple](const AttentionShape& s) { return attention_multiple_of(s, multiple); };
   return f;
@@ -244,8 +244,8 @@ const std::vector<CpuFeature>& amx_needs() {
 
 // AMX tiles for M >= 16 (prefill, batched decode) and, for NVFP4, 5..8 tokens (narrow tiles);
 // the fp32 AVX-512 kernels elsewhere (amx::nvfp4_gemm_split picks per m). The router
-// stays on the fp32 AVX-512 kernels (see MoeGemms). No attention: its matrices are per sequence
-// and small; tiles do not pay there. NVFP4 weights run against bf16 hi + lo activation pairs;
+// stays on the fp32 AVX-512 kernels (see MoeGemms); attention is make_amx's alone (below).
+// NVFP4 weights run against bf16 hi + lo activation pairs;
 // dense BF16 weights against three parts, since hi + lo moved the qwen3_next oracle logits
 // 1.9e-4 from transformers' (fp32: 1e-5; NVFP4 through hi + lo: 1.8-4e-5).
 // An AMX backend around its GEMM and MoE kernels (statics of the caller: the Backend keeps
@@ -269,10 +269,16 @@ Backend make_amx() {
   static const DenseGemmKernel router_dense("amx", avx512::dense_gemm);
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense}, avx512_vector_math());
-  return amx_backend("amx",
-                     "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8), activations as bf16 hi + lo pairs "
-                     "(NVFP4) or three parts (BF16); AVX-512 elsewhere",
-                     30, Precision::Activations16, fp4, dense, moe);
+  // Attention: a prefill's score and value products on tiles (amx/attention_prefill_amx.cpp),
+  // everything else on avx512's kernels. The prefill's matrices are per sequence, but at depth
+  // they are most of its arithmetic.
+  static const SimdAttentionKernel attention("amx", amx::attention, 16);
+  Backend b = amx_backend("amx",
+                          "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8; prefill attention), "
+                          "activations as bf16 hi + lo pairs (NVFP4, attention) or three parts (BF16); AVX-512 elsewhere",
+                          30, Precision::Activations16, fp4, dense, moe);
+  b.attention = attention_family(&attention, 16, Precision::Activations16);
+  return b;
 }
 
 // Tokens from which amx-int8 takes the tiles: below, the VNNI token groups (16 tokens in one

@@ -9,6 +9,8 @@
 
 namespace fp4serve::kernels {
 
+struct PrefillVectorOps;  // kernels/prefill_tiles.h
+
 namespace avx2 {
 void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // Activations quantized to int8 per 16-element block (Precision::Int8Activations), the weights'
@@ -34,6 +36,8 @@ void attention(const AttentionArgs& args);  // head_dim % 16 == 0
 // Prefill with head_dim % 16 == 0, head_dim <= 128 and grouped heads (attention() picks it):
 // flash attention over tiles of query tokens x the heads of one KV head.
 void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
+// The vector loops of the prefill tiles' softmax step (amx::attention's tiles use them too).
+const PrefillVectorOps& prefill_vector_ops();
 void conv1d(const Conv1dArgs& args);                            // pre-activations only
 void delta_rule(const DeltaRuleArgs& args, const float* decay);  // decay = exp(g)
 }  // namespace avx512
@@ -66,6 +70,14 @@ void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, flo
 // bf16 hi + lo, which carries q * step exactly: the int8 kernels' sums up to fp32 summation
 // order. Blocks holding NaN or Inf are packed as they are.
 void nvfp4_gemm_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
+// Attention: a prefill (m x KV heads >= 4 x threads, head_dim a multiple of 32, at most 128 query
+// heads per KV head) as the avx512 flash-attention tiles with both matrix products on BF16
+// tiles, each fp32 operand as bf16 hi + lo (Precision::Activations16); everything else as
+// avx512::attention.
+void attention(const AttentionArgs& args);
+// The prefill tiles alone (head_dim a multiple of 32, at most 128 query heads per KV head),
+// `threads` sizing the tiles as in avx512's.
+void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
 }  // namespace amx
 
 // Generic helpers the ISA files call (compiled without ISA flags).

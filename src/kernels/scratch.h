@@ -19,7 +19,8 @@ enum ScratchSlot : int {
   kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
   kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)
   kScratchVnniInt8Groups = 16,       // the VNNI int8 GEMM for m >= 16: its token groups' records
-  kScratchSlots = 17,
+  kScratchAttentionTiles = 17,      // AMX prefill attention: a tile's bf16 parts, scores and sums
+  kScratchSlots = 18,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

@@ -34,6 +34,9 @@ std::vector<Tiles> runnable_tiles() {
   if (f.usable(CpuFeature::AVX2) && f.usable(CpuFeature::FMA) && f.usable(CpuFeature::F16C))
     out.push_back({"avx2", avx2::attention_prefill_tiles});
   if (f.usable(CpuFeature::AVX512F) && f.usable(CpuFeature::AVX512BW)) out.push_back({"avx512", avx512::attention_prefill_tiles});
+  if (f.usable(CpuFeature::AMX_TILE) && f.usable(CpuFeature::AMX_BF16) && f.usable(CpuFeature::AVX512_BF16) &&
+      f.usable(CpuFeature::AVX512_VBMI))
+    out.push_back({"amx", amx::attention_prefill_tiles});
   return out;
 }
 

@@ -239,7 +239,7 @@ TEST(Registry, UnknownOrUnsuitableNamesAreErrors) {
     EXPECT_NE(m.find("avx512"), std::string::npos) << "lists the choices: " << m;
   }
   o = quiet_options();
-  o.attention = "amx";  // amx has no attention kernels
+  o.attention = "amx-int8";  // amx-int8 has no attention kernels
   EXPECT_THROW((void)select_kernels(o, builtin_shapes()), Error);
   o = quiet_options();
   o.fp4_gemm = "avx512";

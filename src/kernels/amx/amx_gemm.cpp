@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/amx/amx_tiles.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/lut.h"
 #include "kernels/scratch.h"
@@ -44,26 +45,9 @@ namespace {
 
 constexpr int kMaxParts = 3;  // bf16 pieces per activation: hi, then up to two remainders
 
-struct alignas(64) TileConfig {
-  std::uint8_t palette_id;
-  std::uint8_t start_row;
-  std::uint8_t reserved[14];
-  std::uint16_t colsb[16];
-  std::uint8_t rows[16];
-};
-
 // All 8 tiles 16 rows deep. A tiles (4, 5: 16 weight rows x 32 k) are 64 bytes wide; C and B
 // tiles (0-3, 6, 7) `cb_bytes` wide: 64 for 16 tokens, 8m for the narrow tiles' 2m columns.
-void configure_tiles(std::int64_t cb_bytes) {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof(cfg));
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = 16;
-    cfg.colsb[t] = static_cast<std::uint16_t>(t == 4 || t == 5 ? 64 : cb_bytes);
-  }
-  _tile_loadconfig(&cfg);
-}
+void configure_tiles(std::int64_t cb_bytes) { configure_tiles(64, cb_bytes); }
 
 // Lanes of the two 16-float halves of k step [kk, kk + 32) that lie inside k (the rest load 0).
 struct StepMasks {
@@ -73,18 +57,6 @@ inline StepMasks step_masks(std::int64_t k, std::int64_t kk) {
   const std::int64_t valid = k - kk < 32 ? k - kk : 32;
   return {static_cast<__mmask16>(valid >= 16 ? 0xFFFF : (1u << valid) - 1u),
           static_cast<__mmask16>(valid >= 32 ? 0xFFFF : valid <= 16 ? 0 : (1u << (valid - 16)) - 1u)};
-}
-
-// The 32 values a (elements 0..15) and b (16..31) rounded to bf16 words (round to nearest even,
-// vcvtne2ps2bf16); a and b keep what the rounding left, exactly (bf16 -> fp32 is a 16-bit shift,
-// and the differences are exact in fp32), ready for the next part.
-inline __m512i next_part(__m512& a, __m512& b) {
-  const __m512bh bh = _mm512_cvtne2ps_pbh(b, a);
-  __m512i w;
-  std::memcpy(&w, &bh, sizeof(w));
-  a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(w)), 16)));
-  b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(w, 1)), 16)));
-  return w;
 }
 
 // Each 16-element block (lanes past k are zero) moved to the int8 activation grid, q * step in

@@ -43,31 +43,6 @@ constexpr std::int64_t kBlock = 32;   // positions per transposed key block and 
 constexpr int kScoreRows = 6;         // query rows per score kernel: 2 chains x 2 x 6 accumulators
 constexpr int kValueRegs = 24;        // accumulators of the value kernel
 
-// Transposes 16 rows of 16 floats in place: r[j] becomes column j.
-inline void transpose16(__m512* r) {
-  __m512 t[16];
-  for (int k = 0; k < 8; ++k) {
-    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-  }
-  // u[4k + c], 128-bit lane l: column 4l + c of rows 4k .. 4k + 3.
-  __m512 u[16];
-  for (int k = 0; k < 4; ++k) {
-    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-    r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
-  }
-}
-
 // kt[d * kBlock + j] = element d of key row j (j < n; zero for the missing rows of a short block).
 template <Kv E>
 void transpose_keys(const std::byte* const* rows, std::int64_t n, std::int64_t D, float* kt) {
@@ -239,6 +214,8 @@ PrefillTileFn tile_fn(std::int64_t head_dim) {
 }
 
 }  // namespace
+
+const PrefillVectorOps& prefill_vector_ops() { return kVectorOps; }
 
 void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
   PrefillTileFn fn = nullptr;

@@ -1,8 +1,8 @@
 #pragma once
 // Reading the paged KV cache in the AVX-512 attention translation units (attention_avx512.cpp,
-// attention_prefill_avx512.cpp): a row's elements widened to fp32, and the rows of one KV head in
-// position order. Internal linkage only: included by ISA translation units
-// (src/kernels/check_isa_objects.cmake).
+// attention_prefill_avx512.cpp, amx/attention_prefill_amx.cpp): a row's elements widened to fp32,
+// the rows of one KV head in position order, and a 16 x 16 transpose in registers. Internal
+// linkage only: included by ISA translation units (src/kernels/check_isa_objects.cmake).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -57,6 +57,31 @@ class RowWalker {
   const std::byte* base_ = nullptr;
   std::int64_t block_ = 0, in_block_ = 0;
 };
+
+// Transposes 16 rows of 16 floats in place: r[j] becomes column j.
+inline void transpose16(__m512* r) {
+  __m512 t[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  // u[4k + c], 128-bit lane l: column 4l + c of rows 4k .. 4k + 3.
+  __m512 u[16];
+  for (int k = 0; k < 4; ++k) {
+    u[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+    u[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
+}
 
 }  // namespace
 }  // namespace fp4serve::kernels::avx512
