@@ -9,9 +9,9 @@
 
 namespace fp4serve::kernels {
 
-std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads) {
+std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads, std::int64_t rows) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
-  const std::int64_t most = std::min(kPrefillTileTokens, kPrefillTileRows / group);
+  const std::int64_t most = std::min(kPrefillTileTokens * rows / kPrefillTileRows, rows / group);
   return std::max<std::int64_t>(1, std::min(most, a.m * a.num_kv_heads / (4 * threads)));
 }
 

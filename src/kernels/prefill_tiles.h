@@ -15,9 +15,9 @@ namespace fp4serve::kernels {
 inline constexpr std::int64_t kPrefillTileTokens = 16;
 inline constexpr std::int64_t kPrefillTileRows = 128;  // query rows (tokens x heads of the group) at most
 
-// Up to kPrefillTileTokens tokens and kPrefillTileRows query rows per tile, fewer when that leaves
-// under four tasks per thread (a token's output is the same in a tile of any size).
-std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads);
+// Up to `rows` query rows per tile (and kPrefillTileTokens tokens at the default), fewer when
+// that leaves under four tasks per thread (a token's output is the same in a tile of any size).
+std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads, std::int64_t rows = kPrefillTileRows);
 
 // Query tokens [i0, i0 + tokens), every query head of KV head g.
 using PrefillTileFn = void (*)(const AttentionArgs& a, std::int64_t i0, std::int64_t tokens, std::int64_t g);

@@ -1,7 +1,7 @@
 // Causal GQA attention for a prefill on AMX BF16 tiles: the flash-attention tiles of
-// avx512/attention_prefill_avx512.cpp (a task takes up to 16 query tokens x the query heads of one
-// KV head and walks the visible positions in softmax chunks of 256) with both matrix products on
-// tiles instead of fp32 FMAs:
+// avx512/attention_prefill_avx512.cpp (a task takes consecutive query tokens x the query heads of
+// one KV head, here up to 256 rows, and walks the visible positions in softmax chunks of 256) with
+// both matrix products on tiles instead of fp32 FMAs:
 //  1. scores S = Q K^T: A = 16 query rows x 32 dimensions, B = 32 dimensions (16 pairs) x 16
 //     positions; the chunk's keys are packed once per task and chunk into that pair layout;
 //  2. the softmax step, shared with the AVX-512 tiles (prefill_chunk_softmax and its vector
@@ -48,6 +48,11 @@ using avx512::RowWalker;
 constexpr std::int64_t kChunk = kPrefillChunk;  // positions per softmax step
 constexpr std::int64_t kRows = 16;              // query rows per tile
 constexpr std::int64_t kStep = 32;              // K of one tile product: 16 bf16 pairs
+// Query rows per task, twice the AVX-512 tiles': every task packs the keys and values it reads,
+// so fewer, larger tasks pack them fewer times. kernels_bench attention_prefill_30b at past 7680:
+// 161 ms with 128 rows, 146 with 256, 135 with 512 (whose 1.8 MB of scratch fills L2), 142 with
+// 1024; 397b 267 / 227 / 219 / 224 (docs/perf.md, session 32).
+constexpr std::int64_t kTileRows = 256;
 // Tile registers: C 0, 1 (two 16-column halves), A 2 (hi), 3 (lo), B 4, 5 (hi of both halves),
 // 6, 7 (lo of both halves).
 
@@ -61,13 +66,14 @@ struct Buffers {
   std::uint16_t *vh, *vl;  // [kChunk / 2][D][2]: per position pair, both rows' values interleaved
   float* s;                // [Qp][kChunk] scores, then softmax numerators
   float* o;                // [Qp][D] value sums
+  RunningSoftmax* state;   // [Qp]
 };
 
 Buffers task_buffers(std::int64_t qp, std::int64_t D) {
   const std::int64_t words[4] = {qp * D, kChunk * D, qp * kChunk, kChunk * D};  // per part
   std::size_t bytes = 0;
   for (std::int64_t w : words) bytes += static_cast<std::size_t>(2 * w) * 2;
-  bytes += static_cast<std::size_t>(qp * kChunk + qp * D) * sizeof(float) + 64;
+  bytes += static_cast<std::size_t>(qp * kChunk + qp * D) * sizeof(float) + static_cast<std::size_t>(qp) * sizeof(RunningSoftmax) + 3 * 64;
   auto* p = static_cast<std::uint8_t*>(thread_scratch(kScratchAttentionTiles, bytes));  // 64-byte aligned
   auto take = [&p](std::int64_t count, std::int64_t size) {
     std::uint8_t* at = p;
@@ -85,6 +91,7 @@ Buffers task_buffers(std::int64_t qp, std::int64_t D) {
   b.vl = reinterpret_cast<std::uint16_t*>(take(words[3], 2));
   b.s = reinterpret_cast<float*>(take(qp * kChunk, 4));
   b.o = reinterpret_cast<float*>(take(qp * D, 4));
+  b.state = reinterpret_cast<RunningSoftmax*>(take(qp, static_cast<std::int64_t>(sizeof(RunningSoftmax))));
   return b;
 }
 
@@ -234,13 +241,15 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
   constexpr bool kLo = E != Kv::BF16;
   const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, Q = T * G, Qp = round_up(Q, kRows);
   const std::int64_t visible_max = a.past + i0 + T;
-  const PrefillTileScratch start = start_prefill_tile(a, i0, T, g, 0);  // the queries and softmax states
   const Buffers b = task_buffers(Qp, D);
-  PrefillTileScratch t = start;
+  PrefillTileScratch t{};  // what the shared softmax step and finish read
   t.s = b.s;
   t.o = b.o;
+  t.state = b.state;
+  for (std::int64_t r = 0; r < Q; ++r) b.state[r] = RunningSoftmax{};
   std::memset(b.o, 0, static_cast<std::size_t>(Qp * D) * sizeof(float));
-  split_rows(start.q, D, Q, D, b.qh, b.ql, D);
+  for (std::int64_t i = 0; i < T; ++i)  // the G heads of group g are adjacent in a token's row
+    split_rows(a.q + ((i0 + i) * a.num_heads + g * G) * D, D, G, D, b.qh + i * G * D, b.ql + i * G * D, D);
   std::memset(b.qh + Q * D, 0, static_cast<std::size_t>((Qp - Q) * D) * 2);
   std::memset(b.ql + Q * D, 0, static_cast<std::size_t>((Qp - Q) * D) * 2);
   std::memset(b.ph + Q * kChunk, 0, static_cast<std::size_t>((Qp - Q) * kChunk) * 2);
@@ -330,14 +339,14 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
 void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
   PrefillTileFn fn = nullptr;
   with_kv_type(a.kv_dtype, [&fn](auto type) { fn = tile_task<decltype(type)::kValue>; });
-  run_prefill_tiles(a, prefill_tile_tokens(a, threads), fn);
+  run_prefill_tiles(a, prefill_tile_tokens(a, threads, kTileRows), fn);
 }
 
 void attention(const AttentionArgs& a) {
   const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, threads = kernel_threads();
-  // 32-dimension tile steps, a tile's rows in 128, and four tasks per thread, as avx512::attention
-  // asks of its tiles.
-  if (D % kStep == 0 && G <= kPrefillTileRows && a.m * a.num_kv_heads >= 4 * threads)
+  // 32-dimension tile steps, a KV head's query heads within one task, and four tasks per thread,
+  // as avx512::attention asks of its tiles.
+  if (D % kStep == 0 && G <= kTileRows && a.m * a.num_kv_heads >= 4 * threads)
     return attention_prefill_tiles(a, threads);
   avx512::attention(a);
 }
