@@ -270,8 +270,8 @@ Backend make_amx() {
   static const Fp4GemmKernel router_fp4("amx", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("amx", {&fp4, &dense, &router_fp4, &router_dense}, avx512_vector_math());
   // Attention: a prefill's score and value products on tiles (amx/attention_prefill_amx.cpp),
-  // everything else on avx512's kernels. The prefill's matrices are per sequence, but at depth
-  // they are most of its arithmetic.
+  // everything else on avx512's kernels. The matrices are per sequence, but at depth they are a
+  // large share of a prefill's arithmetic.
   static const SimdAttentionKernel attention("amx", amx::attention, 16);
   Backend b = amx_backend("amx",
                           "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8; prefill attention), "

@@ -70,13 +70,13 @@ void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, flo
 // bf16 hi + lo, which carries q * step exactly: the int8 kernels' sums up to fp32 summation
 // order. Blocks holding NaN or Inf are packed as they are.
 void nvfp4_gemm_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
-// Attention: a prefill (m x KV heads >= 4 x threads, head_dim a multiple of 32, at most 128 query
+// Attention: a prefill (m x KV heads >= 4 x threads, head_dim a multiple of 32, at most 256 query
 // heads per KV head) as the avx512 flash-attention tiles with both matrix products on BF16
 // tiles, each fp32 operand as bf16 hi + lo (Precision::Activations16); everything else as
 // avx512::attention.
 void attention(const AttentionArgs& args);
-// The prefill tiles alone (head_dim a multiple of 32, at most 128 query heads per KV head),
-// `threads` sizing the tiles as in avx512's.
+// The prefill tiles alone (head_dim a multiple of 32, at most 256 query heads per KV head),
+// `threads` sizing the tiles as in avx512's (up to 256 query rows per tile).
 void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
 }  // namespace amx
 

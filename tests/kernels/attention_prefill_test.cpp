@@ -1,6 +1,6 @@
-// The prefill attention of both SIMD backends (flash attention over tiles of query tokens,
+// The prefill attention tiles of the SIMD backends (flash attention over tiles of query tokens,
 // kernels/avx512/attention_prefill_avx512.cpp, kernels/avx2/attention_prefill_avx2.cpp, head_dim
-// a multiple of 32 on AVX2): several softmax chunks of 256 positions, the
+// a multiple of 32 on AVX2, and the AMX tiles of kernels/amx/attention_prefill_amx.cpp): several softmax chunks of 256 positions, the
 // causal diagonal across a chunk's edge, tiles that do not divide the tokens; each token's output
 // the same in a tile of any size; positions past a token's own never read.
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention_check.h"
+#include "kernels/backend.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
@@ -34,8 +35,8 @@ std::vector<Tiles> runnable_tiles() {
   if (f.usable(CpuFeature::AVX2) && f.usable(CpuFeature::FMA) && f.usable(CpuFeature::F16C))
     out.push_back({"avx2", avx2::attention_prefill_tiles});
   if (f.usable(CpuFeature::AVX512F) && f.usable(CpuFeature::AVX512BW)) out.push_back({"avx512", avx512::attention_prefill_tiles});
-  if (f.usable(CpuFeature::AMX_TILE) && f.usable(CpuFeature::AMX_BF16) && f.usable(CpuFeature::AVX512_BF16) &&
-      f.usable(CpuFeature::AVX512_VBMI))
+  // amx's needs include the OS's permission for the tile state.
+  if (const Backend* amx = find_backend("amx"); amx != nullptr && f.missing(amx->needs).empty())
     out.push_back({"amx", amx::attention_prefill_tiles});
   return out;
 }
@@ -73,7 +74,7 @@ std::vector<float> tiles_output(const Tiles& tiles, const Case& c, const std::ve
 
 TEST(AttentionPrefill, EachTokenGetsTheSameOutputInATileOfAnySize) {
   if (runnable_tiles().empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
-  // threads = 1: tiles of 16 tokens; 4: of 5; 100: of one token.
+  // threads = 1: tiles of 16 tokens (amx: all 21 in one); 4: of 5; 100: of one token.
   const Case c{32, 4, 128, 21, 300};
   Rng rng(5);
   const auto q = random_activations(rng, c.m, c.heads * c.dim, 2.0f);
@@ -89,24 +90,38 @@ TEST(AttentionPrefill, EachTokenGetsTheSameOutputInATileOfAnySize) {
 
 TEST(AttentionPrefill, PositionsPastATokensOwnAreNeverRead) {
   if (runnable_tiles().empty()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
-  // The last token's key and value rows hold NaN: every earlier token's output must be exactly
-  // what it is without them (a masked score or a zero weight times NaN would still be NaN). 18
+  // The last token's rows hold NaN (keys and values, or the values alone) or Inf (values): every
+  // earlier token's output must be exactly what it is without them (a masked score or a zero
+  // weight times NaN or Inf would be NaN), and the last token's own must not be finite (with
+  // finite keys only its value row can make it so: the AMX tiles sum such a row apart). 18
   // tokens: tiles of 9 (threads = 1) and of 3 (threads = 3), so the last token shares its tile.
   const Case c{8, 2, 64, 18, 270};
   Rng rng(9);
   const auto q = random_activations(rng, c.m, c.heads * c.dim);
   const auto k = random_activations(rng, c.past + c.m, c.kv * c.dim);
   const auto v = random_activations(rng, c.past + c.m, c.kv * c.dim);
-  auto k_bad = k, v_bad = v;
   const std::int64_t row = c.kv * c.dim, last = c.past + c.m - 1;
-  for (std::int64_t d = 0; d < row; ++d) k_bad[last * row + d] = v_bad[last * row + d] = NAN;
-  for (const Tiles& tiles : runnable_tiles())
-    for (std::int64_t threads : {1, 3}) {
-      const auto clean = tiles_output(tiles, c, q, k, v, threads), poisoned = tiles_output(tiles, c, q, k_bad, v_bad, threads);
-      const std::size_t earlier = static_cast<std::size_t>((c.m - 1) * c.heads * c.dim);
-      EXPECT_EQ(std::memcmp(clean.data(), poisoned.data(), earlier * sizeof(float)), 0) << tiles.name << " threads " << threads;
-      EXPECT_TRUE(std::isnan(poisoned[earlier])) << tiles.name << ": the last token sees its own NaN row";
+  struct Poison {
+    const char* what;
+    bool keys;
+    float value;
+  };
+  for (const Poison& p : {Poison{"NaN keys and values", true, NAN}, Poison{"NaN values", false, NAN},
+                          Poison{"infinite values", false, INFINITY}}) {
+    auto k_bad = k, v_bad = v;
+    for (std::int64_t d = 0; d < row; ++d) {
+      if (p.keys) k_bad[last * row + d] = p.value;
+      v_bad[last * row + d] = p.value;
     }
+    for (const Tiles& tiles : runnable_tiles())
+      for (std::int64_t threads : {1, 3}) {
+        const auto clean = tiles_output(tiles, c, q, k, v, threads), poisoned = tiles_output(tiles, c, q, k_bad, v_bad, threads);
+        const std::size_t earlier = static_cast<std::size_t>((c.m - 1) * c.heads * c.dim);
+        EXPECT_EQ(std::memcmp(clean.data(), poisoned.data(), earlier * sizeof(float)), 0)
+            << tiles.name << " threads " << threads << ", " << p.what;
+        EXPECT_FALSE(std::isfinite(poisoned[earlier])) << tiles.name << ": the last token sees its own row, " << p.what;
+      }
+  }
 }
 
 }  // namespace

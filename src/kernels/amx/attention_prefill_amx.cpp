@@ -9,9 +9,9 @@
 //  3. value sums O += P V: A = 16 query rows x 32 positions, B = 32 positions (16 pairs) x 16
 //     dimensions; the sums stay in memory between chunks (the softmax step rescales them there)
 //     and go through C tiles per 16 rows x 32 dimensions.
-// Why: at depth the attention is most of a prefill's arithmetic (pp512 at depth 2048: score and
-// value loops ≈ 38 % of the samples on the AVX-512 tiles, which the FMA ports bound), and a tile
-// product is 16x the FMAs' work per instruction (docs/perf.md, session 32).
+// Why: at depth the attention is a large share of a prefill (pp512 at depth 2048: score and
+// value loops ≈ 38 % of the samples on the AVX-512 tiles, which the FMA ports bound), and the
+// tiles multiply-add 16x as much per cycle as two FMA ports (docs/perf.md, session 32).
 //
 // Precision: every fp32 operand (queries, fp32 or fp16 keys and values, probabilities) is split
 // into bf16 hi + lo, about 2^-17 of its value (amx_tiles.h, next_part); each product runs as
