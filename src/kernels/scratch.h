@@ -20,7 +20,8 @@ enum ScratchSlot : int {
   kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)
   kScratchVnniInt8Groups = 16,       // the VNNI int8 GEMM for m >= 16: its token groups' records
   kScratchAttentionTiles = 17,      // AMX prefill attention: a tile's bf16 parts, scores and sums
-  kScratchSlots = 18,
+  kScratchAttentionKv = 18,         // AMX prefill attention: every KV head's packed keys and values (shared with workers)
+  kScratchSlots = 19,
 };
 
 // A buffer of at least `bytes` private to the calling thread, valid until the next call with the

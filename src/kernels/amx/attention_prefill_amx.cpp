@@ -3,7 +3,7 @@
 // one KV head, here up to 256 rows, and walks the visible positions in softmax chunks of 256) with
 // both matrix products on tiles instead of fp32 FMAs:
 //  1. scores S = Q K^T: A = 16 query rows x 32 dimensions, B = 32 dimensions (16 pairs) x 16
-//     positions; the chunk's keys are packed once per task and chunk into that pair layout;
+//     positions; every KV head's keys are packed into that pair layout once per call (pack_kv);
 //  2. the softmax step, shared with the AVX-512 tiles (prefill_chunk_softmax and its vector
 //     loops), then each row's scores past its causal limit set to 0;
 //  3. value sums O += P V: A = 16 query rows x 32 positions, B = 32 positions (16 pairs) x 16
@@ -37,6 +37,7 @@
 #include "kernels/online_softmax.h"
 #include "kernels/prefill_tiles.h"
 #include "kernels/scratch.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels::amx {
 
@@ -48,10 +49,11 @@ using avx512::RowWalker;
 constexpr std::int64_t kChunk = kPrefillChunk;  // positions per softmax step
 constexpr std::int64_t kRows = 16;              // query rows per tile
 constexpr std::int64_t kStep = 32;              // K of one tile product: 16 bf16 pairs
-// Query rows per task, twice the AVX-512 tiles': every task packs the keys and values it reads,
-// so fewer, larger tasks pack them fewer times. kernels_bench attention_prefill_30b at past 7680:
-// 161 ms with 128 rows, 146 with 256, 135 with 512 (whose 1.8 MB of scratch fills L2), 142 with
-// 1024; 397b 267 / 227 / 219 / 224 (docs/perf.md, session 32).
+// Query rows per task, twice the AVX-512 tiles'. While each task packed the keys and values it
+// read, fewer and larger tasks packed them fewer times (kernels_bench attention_prefill_30b at
+// past 7680: 161 ms with 128 rows, 146 with 256, 135 with 512, 142 with 1024; 397b 267 / 227 /
+// 219 / 224); with the packing done once per call (pack_kv) 256 still measured best or level
+// (30b 131 / 127 / 130 ms, again 140 / 133 / 129; docs/perf.md, session 32).
 constexpr std::int64_t kTileRows = 256;
 // Tile registers: C 0, 1 (two 16-column halves), A 2 (hi), 3 (lo), B 4, 5 (hi of both halves),
 // 6, 7 (lo of both halves).
@@ -61,16 +63,14 @@ inline std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to -
 // A task's working memory (kScratchAttentionTiles): Qp = Q rounded up to 16 rows.
 struct Buffers {
   std::uint16_t *qh, *ql;  // [Qp][D] queries
-  std::uint16_t *kh, *kl;  // [kChunk / 16][D / 2][16][2]: per 16 positions, B tiles of 16 dimension pairs
   std::uint16_t *ph, *pl;  // [Qp][kChunk] probabilities
-  std::uint16_t *vh, *vl;  // [kChunk / 2][D][2]: per position pair, both rows' values interleaved
   float* s;                // [Qp][kChunk] scores, then softmax numerators
   float* o;                // [Qp][D] value sums
   RunningSoftmax* state;   // [Qp]
 };
 
 Buffers task_buffers(std::int64_t qp, std::int64_t D) {
-  const std::int64_t words[4] = {qp * D, kChunk * D, qp * kChunk, kChunk * D};  // per part
+  const std::int64_t words[2] = {qp * D, qp * kChunk};  // per part
   std::size_t bytes = 0;
   for (std::int64_t w : words) bytes += static_cast<std::size_t>(2 * w) * 2;
   bytes += static_cast<std::size_t>(qp * kChunk + qp * D) * sizeof(float) + static_cast<std::size_t>(qp) * sizeof(RunningSoftmax) + 3 * 64;
@@ -83,12 +83,8 @@ Buffers task_buffers(std::int64_t qp, std::int64_t D) {
   Buffers b;
   b.qh = reinterpret_cast<std::uint16_t*>(take(words[0], 2));
   b.ql = reinterpret_cast<std::uint16_t*>(take(words[0], 2));
-  b.kh = reinterpret_cast<std::uint16_t*>(take(words[1], 2));
-  b.kl = reinterpret_cast<std::uint16_t*>(take(words[1], 2));
-  b.ph = reinterpret_cast<std::uint16_t*>(take(words[2], 2));
-  b.pl = reinterpret_cast<std::uint16_t*>(take(words[2], 2));
-  b.vh = reinterpret_cast<std::uint16_t*>(take(words[3], 2));
-  b.vl = reinterpret_cast<std::uint16_t*>(take(words[3], 2));
+  b.ph = reinterpret_cast<std::uint16_t*>(take(words[1], 2));
+  b.pl = reinterpret_cast<std::uint16_t*>(take(words[1], 2));
   b.s = reinterpret_cast<float*>(take(qp * kChunk, 4));
   b.o = reinterpret_cast<float*>(take(qp * D, 4));
   b.state = reinterpret_cast<RunningSoftmax*>(take(qp, static_cast<std::int64_t>(sizeof(RunningSoftmax))));
@@ -117,7 +113,7 @@ inline __mmask16 non_finite(__m512 v) {
 // A key with NaN or Inf makes NaN scores in every row of the tile, but the softmax step reads
 // only a row's visible ones, and those past it become 0.
 template <Kv E>
-void pack_keys(const std::byte* const* rows, std::int64_t n, std::int64_t D, const Buffers& b) {
+void pack_keys(const std::byte* const* rows, std::int64_t n, std::int64_t D, std::uint16_t* kh, std::uint16_t* kl) {
   const std::int64_t np = round_up(n, kStep);
   for (std::int64_t j0 = 0; j0 < np; j0 += 16)
     for (std::int64_t d0 = 0; d0 < D; d0 += 32) {
@@ -132,11 +128,11 @@ void pack_keys(const std::byte* const* rows, std::int64_t n, std::int64_t D, con
         l[j] = _mm512_castsi512_ps(next_part(x0, x1));
       }
       avx512::transpose16(h);  // h[p]: dimension pair p of the 16 positions
-      std::uint16_t* dh = b.kh + (j0 / 16 * (D / 2) + d0 / 2) * 32;
+      std::uint16_t* dh = kh + (j0 / 16 * (D / 2) + d0 / 2) * 32;
       for (int p = 0; p < 16; ++p) _mm512_store_ps(reinterpret_cast<float*>(dh + 32 * p), h[p]);
       if constexpr (E != Kv::BF16) {
         avx512::transpose16(l);
-        std::uint16_t* dl = b.kl + (j0 / 16 * (D / 2) + d0 / 2) * 32;
+        std::uint16_t* dl = kl + (j0 / 16 * (D / 2) + d0 / 2) * 32;
         for (int p = 0; p < 16; ++p) _mm512_store_ps(reinterpret_cast<float*>(dl + 32 * p), l[p]);
       }
     }
@@ -162,12 +158,13 @@ constexpr PairIndex kPairIndex;
 // past its causal limit would meet it as 0 x NaN, so value_rows_apart adds it only where it is
 // seen.
 template <Kv E>
-std::int64_t pack_values(const std::byte* const* rows, std::int64_t n, std::int64_t D, const Buffers& b, std::int64_t* bad) {
-  std::int64_t bad_rows = 0;
+std::int32_t pack_values(const std::byte* const* rows, std::int64_t n, std::int64_t D, std::uint16_t* vh, std::uint16_t* vl,
+                         std::int32_t* bad) {
+  std::int32_t bad_rows = 0;
   for (std::int64_t j = 0; j < n; ++j) {
     __mmask16 m = 0;
     for (std::int64_t d = 0; d < D; d += 16) m = static_cast<__mmask16>(m | non_finite(load16<E>(rows[j], d)));
-    if (m != 0) bad[bad_rows++] = j;
+    if (m != 0) bad[bad_rows++] = static_cast<std::int32_t>(j);
   }
   const __m512i first = _mm512_load_si512(kPairIndex.first), second = _mm512_load_si512(kPairIndex.second);
   const std::int64_t np = round_up(n, kStep);
@@ -192,11 +189,11 @@ std::int64_t pack_values(const std::byte* const* rows, std::int64_t n, std::int6
         h[e] = next_part(x0, x1);
         l[e] = next_part(x0, x1);
       }
-      std::uint16_t* dh = b.vh + (p * D + d) * 2;
+      std::uint16_t* dh = vh + (p * D + d) * 2;
       _mm512_store_si512(dh, _mm512_permutex2var_epi16(h[0], first, h[1]));
       _mm512_store_si512(dh + 32, _mm512_permutex2var_epi16(h[0], second, h[1]));
       if constexpr (E != Kv::BF16) {
-        std::uint16_t* dl = b.vl + (p * D + d) * 2;
+        std::uint16_t* dl = vl + (p * D + d) * 2;
         _mm512_store_si512(dl, _mm512_permutex2var_epi16(l[0], first, l[1]));
         _mm512_store_si512(dl + 32, _mm512_permutex2var_epi16(l[0], second, l[1]));
       }
@@ -209,7 +206,7 @@ std::int64_t pack_values(const std::byte* const* rows, std::int64_t n, std::int6
 // pack_values left out. Their sums come out NaN or infinite wherever they are seen, as on the
 // AVX-512 tiles; rows that do not see them never touch them.
 template <Kv E, class Visible>
-void value_rows_apart(const std::byte* const* rows, const std::int64_t* bad, std::int64_t bad_rows, std::int64_t Q,
+void value_rows_apart(const std::byte* const* rows, const std::int32_t* bad, std::int64_t bad_rows, std::int64_t Q,
                       std::int64_t D, const Buffers& b, Visible&& visible) {
   for (std::int64_t i = 0; i < bad_rows; ++i) {
     const std::int64_t j = bad[i];
@@ -220,6 +217,44 @@ void value_rows_apart(const std::byte* const* rows, const std::int64_t* bad, std
         _mm512_storeu_ps(b.o + r * D + d, _mm512_fmadd_ps(p, load16<E>(rows[j], d), _mm512_loadu_ps(b.o + r * D + d)));
     }
   }
+}
+
+// Every KV head's keys and values as B tiles, chunk by chunk, packed once per call before the
+// tasks run (kScratchAttentionKv of the calling thread, 4 bytes per element and part, read by
+// every task). When each task packed the positions it sees, every chunk was packed once per task
+// of its KV head (16 times for 512 tokens): kernels_bench attention_prefill_397b at depth 1536
+// 55 -> 44 ms, at 7680 201 -> 177; 30b level to -6 % (docs/perf.md, session 32).
+struct KvPacks {
+  std::uint16_t* words;  // per (KV head, chunk): keys hi, lo, values hi, lo, kChunk * D words each
+  std::int32_t* bad;     // per (KV head, chunk): the count, then the chunk's value rows with NaN or Inf
+  std::int64_t chunks, D;
+  std::uint16_t* part(std::int64_t g, std::int64_t c, int which) const {
+    return words + ((g * chunks + c) * 4 + which) * kChunk * D;
+  }
+  std::int32_t* bad_rows(std::int64_t g, std::int64_t c) const { return bad + (g * chunks + c) * (kChunk + 1); }
+};
+
+template <Kv E>
+KvPacks pack_kv(const AttentionArgs& a) {
+  const std::int64_t D = a.head_dim, positions = a.past + a.m, chunks = (positions + kChunk - 1) / kChunk;
+  const std::size_t words = static_cast<std::size_t>(a.num_kv_heads * chunks * 4 * kChunk * D);
+  const std::size_t lists = static_cast<std::size_t>(a.num_kv_heads * chunks * (kChunk + 1));
+  auto* mem = static_cast<std::uint8_t*>(thread_scratch(kScratchAttentionKv, words * 2 + lists * 4));
+  const KvPacks packs{reinterpret_cast<std::uint16_t*>(mem), reinterpret_cast<std::int32_t*>(mem + words * 2), chunks, D};
+  parallel_for(a.num_kv_heads * chunks, 1, [&a, &packs, positions, D](std::int64_t b, std::int64_t e) {
+    const std::byte* rows[kChunk];
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t g = t / packs.chunks, c = t % packs.chunks, c0 = c * kChunk;
+      const std::int64_t cn = positions - c0 < kChunk ? positions - c0 : kChunk;
+      RowWalker keys(a, a.k_offset, g, c0), values(a, a.v_offset, g, c0);
+      for (std::int64_t j = 0; j < cn; ++j) rows[j] = keys.next();
+      pack_keys<E>(rows, cn, D, packs.part(g, c, 0), packs.part(g, c, 1));
+      for (std::int64_t j = 0; j < cn; ++j) rows[j] = values.next();
+      std::int32_t* bad = packs.bad_rows(g, c);
+      bad[0] = pack_values<E>(rows, cn, D, packs.part(g, c, 2), packs.part(g, c, 3), bad + 1);
+    }
+  });
+  return packs;
 }
 
 // C tiles 0 and 1 += A (2: hi, 3: lo) x B (4, 5: hi; 6, 7: lo), the three products of two split
@@ -237,7 +272,7 @@ inline void split_products(bool b_lo) {
 
 // Query tokens [i0, i0 + T), every query head of KV head g.
 template <Kv E>
-void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int64_t g) {
+void tile_task(const AttentionArgs& a, const KvPacks& packs, std::int64_t i0, std::int64_t T, std::int64_t g) {
   constexpr bool kLo = E != Kv::BF16;
   const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, Q = T * G, Qp = round_up(Q, kRows);
   const std::int64_t visible_max = a.past + i0 + T;
@@ -261,14 +296,11 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
   };
   const __m512 scale = _mm512_set1_ps(a.scale);
   configure_tiles(64, 64);
-  const std::byte* rows[kChunk];
-  RowWalker keys(a, a.k_offset, g), values(a, a.v_offset, g);
-  std::int64_t bad[kChunk];
   for (std::int64_t c0 = 0; c0 < visible_max; c0 += kChunk) {
     const std::int64_t cn = visible_max - c0 < kChunk ? visible_max - c0 : kChunk;
+    const std::uint16_t *kh = packs.part(g, c0 / kChunk, 0), *kl = packs.part(g, c0 / kChunk, 1);
+    const std::uint16_t *vh = packs.part(g, c0 / kChunk, 2), *vl = packs.part(g, c0 / kChunk, 3);
     // 1. Scores of each 16-row tile against the positions its last row sees.
-    for (std::int64_t j = 0; j < cn; ++j) rows[j] = keys.next();
-    pack_keys<E>(rows, cn, D, b);
     for (std::int64_t r0 = 0; r0 < Qp; r0 += kRows) {
       const std::int64_t jn = visible(r0 + kRows - 1 < Q ? r0 + kRows - 1 : Q - 1, c0, cn);
       for (std::int64_t j0 = 0; j0 < jn; j0 += kStep) {
@@ -278,11 +310,11 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
           _tile_loadd(2, b.qh + r0 * D + d0, D * 2);
           _tile_loadd(3, b.ql + r0 * D + d0, D * 2);
           const std::int64_t at = (j0 / 16 * (D / 2) + d0 / 2) * 32;
-          _tile_loadd(4, b.kh + at, 64);
-          _tile_loadd(5, b.kh + at + D / 2 * 32, 64);
+          _tile_loadd(4, kh + at, 64);
+          _tile_loadd(5, kh + at + D / 2 * 32, 64);
           if (kLo) {
-            _tile_loadd(6, b.kl + at, 64);
-            _tile_loadd(7, b.kl + at + D / 2 * 32, 64);
+            _tile_loadd(6, kl + at, 64);
+            _tile_loadd(7, kl + at + D / 2 * 32, 64);
           }
           split_products(kLo);
         }
@@ -304,8 +336,6 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
       split_rows(sr, kChunk, 1, tile_n > 0 ? tile_n : 0, b.ph + r * kChunk, b.pl + r * kChunk, kChunk);
     }
     // 3. Value sums of each 16-row tile over the positions its last row sees.
-    for (std::int64_t j = 0; j < cn; ++j) rows[j] = values.next();
-    const std::int64_t bad_rows = pack_values<E>(rows, cn, D, b, bad);
     for (std::int64_t r0 = 0; r0 < Qp; r0 += kRows) {
       const std::int64_t jn = visible(r0 + kRows - 1 < Q ? r0 + kRows - 1 : Q - 1, c0, cn);
       if (jn <= 0) continue;
@@ -316,11 +346,11 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
           _tile_loadd(2, b.ph + r0 * kChunk + j0, kChunk * 2);
           _tile_loadd(3, b.pl + r0 * kChunk + j0, kChunk * 2);
           const std::int64_t at = (j0 / 2 * D + d0) * 2;
-          _tile_loadd(4, b.vh + at, D * 4);
-          _tile_loadd(5, b.vh + at + 32, D * 4);
+          _tile_loadd(4, vh + at, D * 4);
+          _tile_loadd(5, vh + at + 32, D * 4);
           if (kLo) {
-            _tile_loadd(6, b.vl + at, D * 4);
-            _tile_loadd(7, b.vl + at + 32, D * 4);
+            _tile_loadd(6, vl + at, D * 4);
+            _tile_loadd(7, vl + at + 32, D * 4);
           }
           split_products(kLo);
         }
@@ -328,7 +358,12 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
         _tile_stored(1, b.o + r0 * D + d0 + 16, D * 4);
       }
     }
-    if (bad_rows > 0) value_rows_apart<E>(rows, bad, bad_rows, Q, D, b, [&](std::int64_t r) { return visible(r, c0, cn); });
+    if (const std::int32_t* bad = packs.bad_rows(g, c0 / kChunk); bad[0] > 0) {
+      const std::byte* rows[kChunk] = {};
+      RowWalker values(a, a.v_offset, g, c0);
+      for (std::int64_t j = 0; j < cn; ++j) rows[j] = values.next();
+      value_rows_apart<E>(rows, bad + 1, bad[0], Q, D, b, [&](std::int64_t r) { return visible(r, c0, cn); });
+    }
   }
   _tile_release();
   finish_prefill_tile(a, i0, T, g, t);
@@ -337,9 +372,18 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
 }  // namespace
 
 void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
-  PrefillTileFn fn = nullptr;
-  with_kv_type(a.kv_dtype, [&fn](auto type) { fn = tile_task<decltype(type)::kValue>; });
-  run_prefill_tiles(a, prefill_tile_tokens(a, threads, kTileRows), fn);
+  const std::int64_t tokens = prefill_tile_tokens(a, threads, kTileRows), tiles = (a.m + tokens - 1) / tokens;
+  with_kv_type(a.kv_dtype, [&](auto type) {
+    constexpr Kv E = decltype(type)::kValue;
+    const KvPacks packs = pack_kv<E>(a);
+    // As run_prefill_tiles: the tiles that see the most positions first.
+    parallel_for(tiles * a.num_kv_heads, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t t = b; t < e; ++t) {
+        const std::int64_t i0 = (tiles - 1 - t / a.num_kv_heads) * tokens;
+        tile_task<E>(a, packs, i0, a.m - i0 < tokens ? a.m - i0 : tokens, t % a.num_kv_heads);
+      }
+    });
+  });
 }
 
 void attention(const AttentionArgs& a) {
