@@ -9,20 +9,18 @@
 
 namespace fp4serve::kernels {
 
+bool enough_prefill_tasks(const AttentionArgs& a, std::int64_t threads) {
+  return a.m * a.num_kv_heads >= kPrefillTasksPerThread * threads;
+}
+
 std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads, std::int64_t rows) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
   const std::int64_t most = std::min(kPrefillTileTokens * rows / kPrefillTileRows, rows / group);
-  return std::max<std::int64_t>(1, std::min(most, a.m * a.num_kv_heads / (4 * threads)));
+  return std::max<std::int64_t>(1, std::min(most, a.m * a.num_kv_heads / (kPrefillTasksPerThread * threads)));
 }
 
 void run_prefill_tiles(const AttentionArgs& a, std::int64_t tile_tokens, PrefillTileFn tile) {
-  const std::int64_t tiles = (a.m + tile_tokens - 1) / tile_tokens;
-  parallel_for(tiles * a.num_kv_heads, 1, [&a, tiles, tile_tokens, tile](std::int64_t b, std::int64_t e) {
-    for (std::int64_t t = b; t < e; ++t) {
-      const std::int64_t i0 = (tiles - 1 - t / a.num_kv_heads) * tile_tokens;
-      tile(a, i0, std::min(tile_tokens, a.m - i0), t % a.num_kv_heads);
-    }
-  });
+  for_each_prefill_tile(a, tile_tokens, [&a, tile](std::int64_t i0, std::int64_t tokens, std::int64_t g) { tile(a, i0, tokens, g); });
 }
 
 PrefillTileScratch start_prefill_tile(const AttentionArgs& a, std::int64_t i0, std::int64_t tokens, std::int64_t g,

@@ -1,19 +1,25 @@
 #pragma once
 // The instruction-set-neutral half of the prefill attention tiles (avx512/ and
-// avx2/attention_prefill_*.cpp): how many tokens a tile takes, the task loop over (tile, KV head),
-// a tile's scratch, moving its query rows in and its outputs out, the softmax step's loop over
-// rows and the causal spans of the value step. The ISA files keep the arithmetic (key transpose,
-// score and value calls, the vector max and scale the softmax step calls). Generic code, no ISA
-// flags, except for_each_value_span, a template instantiated where it is called.
+// avx2/attention_prefill_*.cpp, and amx/attention_prefill_amx.cpp's task loop and softmax step):
+// how many tokens a tile takes, the task loop over (tile, KV head), a tile's scratch, moving its
+// query rows in and its outputs out, the softmax step's loop over rows and the causal spans of the
+// value step. The ISA files keep the arithmetic (key transpose, score and value calls, the vector
+// max and scale the softmax step calls). Generic code, no ISA flags, except for_each_value_span
+// and for_each_prefill_tile, templates instantiated where they are called.
 #include <cstdint>
 
 #include "kernels/kernels.h"
 #include "kernels/online_softmax.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
 
 inline constexpr std::int64_t kPrefillTileTokens = 16;
 inline constexpr std::int64_t kPrefillTileRows = 128;  // query rows (tokens x heads of the group) at most
+
+// The tiles pay from this many (token, KV head) tasks per thread (prefill); decode takes other paths.
+inline constexpr std::int64_t kPrefillTasksPerThread = 4;
+bool enough_prefill_tasks(const AttentionArgs& a, std::int64_t threads);
 
 // Up to `rows` query rows per tile (and kPrefillTileTokens tokens at the default), fewer when
 // that leaves under four tasks per thread (a token's output is the same in a tile of any size).
@@ -22,8 +28,21 @@ std::int64_t prefill_tile_tokens(const AttentionArgs& a, std::int64_t threads, s
 // Query tokens [i0, i0 + tokens), every query head of KV head g.
 using PrefillTileFn = void (*)(const AttentionArgs& a, std::int64_t i0, std::int64_t tokens, std::int64_t g);
 
-// Runs tile(a, i0, tokens, g) for every (tile of tile_tokens, KV head) on the pool, the tiles that
-// see the most positions first so the threads finish together.
+// Calls tile(i0, tokens, g) for every (tile of tile_tokens, KV head) on the pool, the tiles that
+// see the most positions first so the threads finish together. Internal linkage where an ISA file
+// instantiates it (a lambda type).
+template <class Tile>
+void for_each_prefill_tile(const AttentionArgs& a, std::int64_t tile_tokens, Tile&& tile) {
+  const std::int64_t tiles = (a.m + tile_tokens - 1) / tile_tokens;
+  parallel_for(tiles * a.num_kv_heads, 1, [&a, tiles, tile_tokens, &tile](std::int64_t b, std::int64_t e) {
+    for (std::int64_t t = b; t < e; ++t) {
+      const std::int64_t i0 = (tiles - 1 - t / a.num_kv_heads) * tile_tokens;
+      tile(i0, a.m - i0 < tile_tokens ? a.m - i0 : tile_tokens, t % a.num_kv_heads);
+    }
+  });
+}
+
+// for_each_prefill_tile with tile(a, i0, tokens, g).
 void run_prefill_tiles(const AttentionArgs& a, std::int64_t tile_tokens, PrefillTileFn tile);
 
 // A tile's working memory in this thread's scratch: Q = tokens x heads query rows of D floats,

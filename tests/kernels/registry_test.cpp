@@ -89,8 +89,8 @@ TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {
     }
   }
   // Split activations (bf16 hi + lo, or three parts) are allowed: where this CPU runs AMX, auto
-  // takes it for every family it offers.
-  for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe}) {
+  // takes it for every family it offers (attention: a prefill's tiles, since session 32).
+  for (OpFamily f : {OpFamily::Fp4Gemm, OpFamily::DenseGemm, OpFamily::Moe, OpFamily::Attention}) {
     const std::vector<std::string> names = runnable(f);
     if (std::find(names.begin(), names.end(), "amx") == names.end()) continue;
     EXPECT_EQ(r.family(f).chosen, "amx") << family_name(f);

@@ -372,25 +372,20 @@ void tile_task(const AttentionArgs& a, const KvPacks& packs, std::int64_t i0, st
 }  // namespace
 
 void attention_prefill_tiles(const AttentionArgs& a, std::int64_t threads) {
-  const std::int64_t tokens = prefill_tile_tokens(a, threads, kTileRows), tiles = (a.m + tokens - 1) / tokens;
   with_kv_type(a.kv_dtype, [&](auto type) {
     constexpr Kv E = decltype(type)::kValue;
     const KvPacks packs = pack_kv<E>(a);
-    // As run_prefill_tiles: the tiles that see the most positions first.
-    parallel_for(tiles * a.num_kv_heads, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t t = b; t < e; ++t) {
-        const std::int64_t i0 = (tiles - 1 - t / a.num_kv_heads) * tokens;
-        tile_task<E>(a, packs, i0, a.m - i0 < tokens ? a.m - i0 : tokens, t % a.num_kv_heads);
-      }
+    for_each_prefill_tile(a, prefill_tile_tokens(a, threads, kTileRows), [&a, &packs](std::int64_t i0, std::int64_t T, std::int64_t g) {
+      tile_task<E>(a, packs, i0, T, g);
     });
   });
 }
 
 void attention(const AttentionArgs& a) {
   const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, threads = kernel_threads();
-  // 32-dimension tile steps, a KV head's query heads within one task, and four tasks per thread,
-  // as avx512::attention asks of its tiles.
-  if (D % kStep == 0 && G <= kTileRows && a.m * a.num_kv_heads >= 4 * threads)
+  // 32-dimension tile steps, a KV head's query heads within one task, and tasks enough, as
+  // avx512::attention asks of its tiles.
+  if (D % kStep == 0 && G <= kTileRows && enough_prefill_tasks(a, threads))
     return attention_prefill_tiles(a, threads);
   avx512::attention(a);
 }

@@ -16,6 +16,7 @@
 #include "kernels/avx2/attention_rows.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/kv_isa.h"
+#include "kernels/prefill_tiles.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -204,8 +205,7 @@ void attention_of(const AttentionArgs& a) {
   // Four (token, KV head) tasks per thread at least (prefill): tiles of tokens
   // (attention_prefill_avx2.cpp) where head_dim is a multiple of 32, else one task per (token,
   // KV head).
-  if (a.head_dim % 32 == 0 && a.m * a.num_kv_heads >= 4 * kernel_threads())
-    return attention_prefill_tiles(a, kernel_threads());
+  if (a.head_dim % 32 == 0 && enough_prefill_tasks(a, kernel_threads())) return attention_prefill_tiles(a, kernel_threads());
   if (group > 1 && group <= kMaxGroup) {
     // Over a long cache, the grouped tasks over slices of the positions (decode,
     // kernels/attention_split.h).

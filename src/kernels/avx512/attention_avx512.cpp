@@ -28,6 +28,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/avx512/attention_rows.h"
 #include "kernels/kv_isa.h"
+#include "kernels/prefill_tiles.h"
 #include "kernels/scratch.h"
 #include "util/thread_pool.h"
 
@@ -302,7 +303,7 @@ void attention_of(const AttentionArgs& a) {
   const std::int64_t group = a.num_heads / a.num_kv_heads;
   // Four (token, KV head) tasks per thread at least (prefill): tiles of tokens
   // (attention_prefill_avx512.cpp).
-  if ((a.head_dim <= 16 * kMaxTileVecs || a.head_dim % (16 * kMaxTileVecs) == 0) && a.m * a.num_kv_heads >= 4 * kernel_threads())
+  if ((a.head_dim <= 16 * kMaxTileVecs || a.head_dim % (16 * kMaxTileVecs) == 0) && enough_prefill_tasks(a, kernel_threads()))
     return attention_prefill_tiles(a, kernel_threads());
   // Else, over a long cache, slices of the positions (decode, kernels/attention_split.h).
   const SliceKernel slice = group > 1 && group <= kMaxGroup ? group_slice_fn<E>(a.head_dim) : nullptr;
