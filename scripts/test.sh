@@ -3,6 +3,19 @@
 # ASan/UBSan, and bounded libFuzzer runs of the safetensors header parser and the server's parsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The three builds take about 3 GB; a full disk otherwise surfaces halfway through as a linker's
+# "No space left on device". Say so first, naming the directories and what is missing.
+need_mb=${FP4SERVE_TEST_DISK_MB:-4096}
+for dir in "$PWD" "${TMPDIR:-/tmp}"; do
+  free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+  if [ "$free_mb" -lt "$need_mb" ]; then
+    echo "test.sh: $dir has ${free_mb} MB free; the release, ASan and fuzz builds and the tests need" \
+         "about ${need_mb} MB (set FP4SERVE_TEST_DISK_MB to change the check)" >&2
+    exit 1
+  fi
+done
+
 bash scripts/setup-deps.sh
 fuzz_seconds=${FUZZ_SECONDS:-60}
 
