@@ -318,7 +318,7 @@ bool register_all() {
       }
     }
     if (b.name != "reference") {
-      for (std::int64_t m : {2, 4, 6, 8, 16}) {  // batched decode, cache-cold weights
+      for (std::int64_t m : {2, 4, 6, 8, 12, 16}) {  // batched decode, cache-cold weights
         benchmark::RegisterBenchmark(("nvfp4_m" + std::to_string(m) + "/" + b.name + "/768x2048/cold").c_str(),
                                      [&b, m](benchmark::State& st) { nvfp4_decode(st, &b, 768, 2048, 64, m); })
             ->UseRealTime();

@@ -242,7 +242,8 @@ const std::vector<CpuFeature>& amx_needs() {
   return n;
 }
 
-// AMX tiles for M >= 16 (prefill, batched decode) and, for NVFP4, 5..8 tokens (narrow tiles);
+// AMX tiles for M >= 16 (prefill, batched decode) and, for NVFP4, from 9 tokens on the same
+// tiles and at 5..8 on narrow ones;
 // the fp32 AVX-512 kernels elsewhere (amx::nvfp4_gemm_split picks per m). The router
 // stays on the fp32 AVX-512 kernels (see MoeGemms); attention is make_amx's alone (below).
 // NVFP4 weights run against bf16 hi + lo activation pairs;
@@ -274,7 +275,7 @@ Backend make_amx() {
   // large share of a prefill's arithmetic.
   static const SimdAttentionKernel attention("amx", amx::attention, 16);
   Backend b = amx_backend("amx",
-                          "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 also at 5..8; prefill attention), "
+                          "AMX BF16 tiles at M >= 16 (prefill, batches; NVFP4 from M = 5; prefill attention), "
                           "activations as bf16 hi + lo pairs (NVFP4, attention) or three parts (BF16); AVX-512 elsewhere",
                           30, Precision::Activations16, fp4, dense, moe);
   b.attention = attention_family(&attention, 16, Precision::Activations16);

@@ -58,7 +58,7 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y);  // Dense BF16 only
 // NVFP4 with activations as bf16 hi + lo pairs (two tile products per weight tile): each
 // activation carried to ~2^-17 relative (Precision::Activations16) for twice the tile work.
-// Takes every m: tiles at m >= 16 and narrow tiles at 5..8, the fp32 avx512 kernel otherwise.
+// Takes every m: tiles from m = 9, narrow tiles at 5..8, the fp32 avx512 kernel below 5.
 void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // The narrow tiles alone (hi + lo as two columns per token), for 1 <= m <= 8; nvfp4_gemm_split
 // sends 5..8 here.

@@ -4,6 +4,7 @@
 // included; three parts as close as the fp32 kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -96,6 +97,27 @@ TEST(AmxSplitActivations, TilesMatchAcrossTokenChunks) {
   const std::vector<float> x = activations_with_outliers(rng, m, k);
   EXPECT_LE(error_against_reference(amx::nvfp4_gemm_split, fp4->w, x, m), 2e-5);
   EXPECT_LE(error_against_reference(amx::bf16_gemm_split3, dense->w, x, m), 2e-6);
+}
+
+// From 9 tokens NVFP4 runs on the 16-token tiles, the first B tile partly filled below 16. A
+// token's column there sums in the same order whatever else shares the call, so 9..16 tokens get
+// the same bits as the same tokens' rows of a 17-token call (two B tiles); the fp32 GEMV, which
+// had 9..15 before, sums in another order. Rows past a 32-row block and a k tail included.
+TEST(AmxSplitActivations, NineToSixteenTokensRunOnTheTiles) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
+  Rng rng(53);
+  const std::int64_t n = 70, k = 720, all = 17;
+  auto w = random_weight(rng, SchemeKind::NVFP4, DType::U8, n, k);
+  const std::vector<float> x = activations_with_outliers(rng, all, k);
+  std::vector<float> wide(static_cast<std::size_t>(all * n));
+  amx::nvfp4_gemm_split(x.data(), all, w->w, wide.data());
+  for (std::int64_t m = 9; m <= 16; ++m) {
+    std::vector<float> got(static_cast<std::size_t>(m * n));
+    amx::nvfp4_gemm_split(x.data(), m, w->w, got.data());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), wide.begin())) << "m=" << m;
+    const std::vector<float> xm(x.begin(), x.begin() + m * k);
+    EXPECT_LE(error_against_reference(amx::nvfp4_gemm_split, w->w, xm, m), 2e-5) << "m=" << m;
+  }
 }
 
 // The narrow tiles (hi and lo as two columns per token) at every m they can take, directly: the
