@@ -1,5 +1,5 @@
-// BF16 AMX GEMM with NVFP4 or BF16 weights: prefill-sized M (>= 16), and narrow tiles for
-// 5..8 tokens (the "Small M" section below).
+// BF16 AMX GEMM with NVFP4 or BF16 weights: prefill-sized M (>= 16; NVFP4 from 9), and narrow
+// tiles for 5..8 tokens (the "Small M" section below).
 //
 // Computed transposed, C[n][m] = sum_k W[n][k] x[m][k], because then the weight rows are the A
 // operand in their natural row-major layout (no transpose of the big operand) and only the
@@ -22,7 +22,8 @@
 // stay in L2 (chunk_tokens).
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
-// registers; a second B tile with no tokens in it (m <= 16: batched decode) is skipped. Padding
+// registers; a second B tile with no tokens in it (m <= 16: batched decode) is skipped, and a
+// partly filled one costs a full one's products. Padding
 // rows, tokens and k are zero, and only valid outputs are written. Dense BF16 rows, when k is a
 // multiple of 32, load as A tiles straight from the weights: copied into scratch first, the
 // 16-token lm_head of Qwen3-30B-A3B read 14 GB/s, from the weights 25 (docs/perf.md, session 29).
@@ -338,7 +339,11 @@ void run(const Ctx& base, const float* x) {
 // back as tiles, nearly independent of m, where the fp32 GEMV's FMAs grow with m: the tiles
 // win from m ≈ 5 (docs/perf.md, session 6).
 constexpr std::int64_t kSmallFromM = 5, kSmallMaxM = 8;
-constexpr std::int64_t kLargeFromM = 16;  // the M >= 16 layout: 2 B tiles of 16 tokens
+// The M >= 16 layout from 9 tokens: a partly filled B tile costs a full one's products, yet
+// 12 tokens ran 2.4x faster than on the fp32 GEMV (nvfp4_m12 amx 95-99 against 230-248 us), and
+// the narrow layout widened to two B tiles of 8 tokens was slower than it at 12 and level at 16
+// (docs/perf.md, session 33).
+constexpr std::int64_t kLargeFromM = kSmallMaxM + 1;
 
 // B tiles, one per k step s (32 k): xs[s * 32m + p * 2m + 2t + q] (dwords) = part q of
 // (x[t][32 s + 2p], x[t][32 s + 2p + 1]) as two bf16 words; zero past k.
@@ -448,7 +453,6 @@ void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, flo
   } else if (m < kLargeFromM) {
     // 1..4 tokens: the fp32 GEMV uses each decoded weight in registers; the tiles would decode it
     // to bf16 (≈ 13 cycles per 64 bytes, as long as the whole fp32 GEMV) and load it back.
-    // 9..15: neither tile layout fits well.
     avx512::nvfp4_gemm(x, m, w, y);
   } else {
     gemm(x, m, w, y, true, 2);
