@@ -23,10 +23,10 @@
 //
 // Per task: 32 weight rows (2 A tiles) x 32 tokens (2 B tiles) -> 4 C tiles, all 8 tile
 // registers; a second B tile with no tokens in it (m <= 16: batched decode) is skipped, and a
-// partly filled one costs a full one's products. Padding
-// rows, tokens and k are zero, and only valid outputs are written. Dense BF16 rows, when k is a
-// multiple of 32, load as A tiles straight from the weights: copied into scratch first, the
-// 16-token lm_head of Qwen3-30B-A3B read 14 GB/s, from the weights 25 (docs/perf.md, session 29).
+// partly filled one costs a full one's products. Padding rows, tokens and k are zero, and only
+// valid outputs are written. Dense BF16 rows, when k is a multiple of 32, load as A tiles
+// straight from the weights: copied into scratch first, the 16-token lm_head of Qwen3-30B-A3B
+// read 14 GB/s, from the weights 25 (docs/perf.md, session 29).
 // ISA translation unit: no standard-library templates here.
 #include <immintrin.h>
 
