@@ -8,7 +8,11 @@ cd "$(dirname "$0")/.."
 # "No space left on device". Say so first, naming the directories and what is missing.
 need_mb=${FP4SERVE_TEST_DISK_MB:-4096}
 for dir in "$PWD" "${TMPDIR:-/tmp}"; do
-  free_mb=$(df -Pm "$dir" | awk 'NR == 2 {print $4}')
+  free_mb=$(df -Pm "$dir" 2>/dev/null | awk 'NR == 2 {print $4}') || free_mb=""
+  if [ -z "$free_mb" ]; then
+    echo "test.sh: cannot read the free space of $dir (does it exist?)" >&2
+    exit 1
+  fi
   if [ "$free_mb" -lt "$need_mb" ]; then
     echo "test.sh: $dir has ${free_mb} MB free; the release, ASan and fuzz builds and the tests need" \
          "about ${need_mb} MB (set FP4SERVE_TEST_DISK_MB to change the check)" >&2
