@@ -338,12 +338,11 @@ void run(const Ctx& base, const float* x) {
 // L1-resident buffer whose four k steps then run. The cost is the weight decode and loading it
 // back as tiles, nearly independent of m, where the fp32 GEMV's FMAs grow with m: the tiles
 // win from m ≈ 5 (docs/perf.md, session 6).
+// Past kSmallMaxM, nvfp4_gemm_split takes the M >= 16 layout: a partly filled B tile costs a full
+// one's products, yet 12 tokens ran 2.4x faster than on the fp32 GEMV (nvfp4_m12 amx 95-99
+// against 230-248 us), and this layout widened to two B tiles of 8 tokens was slower than the
+// 16-token one at 12 and level at 16 (docs/perf.md, session 33).
 constexpr std::int64_t kSmallFromM = 5, kSmallMaxM = 8;
-// The M >= 16 layout from 9 tokens: a partly filled B tile costs a full one's products, yet
-// 12 tokens ran 2.4x faster than on the fp32 GEMV (nvfp4_m12 amx 95-99 against 230-248 us), and
-// the narrow layout widened to two B tiles of 8 tokens was slower than it at 12 and level at 16
-// (docs/perf.md, session 33).
-constexpr std::int64_t kLargeFromM = kSmallMaxM + 1;
 
 // B tiles, one per k step s (32 k): xs[s * 32m + p * 2m + 2t + q] (dwords) = part q of
 // (x[t][32 s + 2p], x[t][32 s + 2p + 1]) as two bf16 words; zero past k.
@@ -448,12 +447,12 @@ void nvfp4_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y)
 void bf16_gemm(const float* x, std::int64_t m, const WeightMatrix& w, float* y) { gemm(x, m, w, y, false, 1); }
 void nvfp4_gemm_split(const float* x, std::int64_t m, const WeightMatrix& w, float* y) {
   if (m <= 0 || w.n <= 0) return;
-  if (m >= kSmallFromM && m <= kSmallMaxM) {
-    nvfp4_gemm_narrow(x, m, w, y);
-  } else if (m < kLargeFromM) {
+  if (m < kSmallFromM) {
     // 1..4 tokens: the fp32 GEMV uses each decoded weight in registers; the tiles would decode it
     // to bf16 (≈ 13 cycles per 64 bytes, as long as the whole fp32 GEMV) and load it back.
     avx512::nvfp4_gemm(x, m, w, y);
+  } else if (m <= kSmallMaxM) {
+    nvfp4_gemm_narrow(x, m, w, y);
   } else {
     gemm(x, m, w, y, true, 2);
   }
