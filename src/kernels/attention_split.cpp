@@ -16,17 +16,14 @@ std::int64_t attention_splits(const AttentionArgs& a, std::int64_t threads) {
   return std::min(want, fit);
 }
 
-float scores_max(const float* s, std::int64_t n) {
-  float top = -HUGE_VALF;
-  for (std::int64_t i = 0; i < n; ++i) top = s[i] > top ? s[i] : top;
-  return top;
-}
-
-float slice_softmax(float* s, std::int64_t n, double (*numerators)(float*, std::int64_t), const SlicePartial* part,
+float slice_softmax(float* s, std::int64_t n, double (*numerators)(float*, std::int64_t, float*), const SlicePartial* part,
                     std::int64_t h) {
-  if (part != nullptr) part->max[h] = scores_max(s, n);  // the max `numerators` subtracts
-  const double sum = numerators(s, n);
-  if (part != nullptr) part->sum[h] = static_cast<float>(sum);
+  float top = 0.0f;
+  const double sum = numerators(s, n, &top);
+  if (part != nullptr) {
+    part->max[h] = top;
+    part->sum[h] = static_cast<float>(sum);
+  }
   return static_cast<float>(1.0 / sum);
 }
 

@@ -31,14 +31,12 @@ struct SlicePartial {
 // the caller takes its unsplit paths.
 std::int64_t attention_splits(const AttentionArgs& a, std::int64_t threads);
 
-// The largest of s[0, n), n >= 1; NaN entries are skipped, as the backends' softmax_numerators
-// does, so a slice's max is the one its numerators were computed against. Out of line: ISA
-// files call it, and an inline copy compiled with their flags could be the one the linker keeps.
-float scores_max(const float* s, std::int64_t n);
-
-// Head h's scores s[0, n) become their softmax numerators (by the backend's `numerators`);
-// returns 1 / their sum and, for a slice (part != nullptr), records its max and sum.
-float slice_softmax(float* s, std::int64_t n, double (*numerators)(float*, std::int64_t), const SlicePartial* part,
+// Head h's scores s[0, n) become their softmax numerators (by the backend's `numerators`, which
+// reports the max it subtracted: a separate scalar pass for it took a tenth of the split decode's
+// time at 8192 positions, docs/perf.md, session 34); returns 1 / their sum and, for a slice
+// (part != nullptr), records that max and the sum. Out of line: ISA files call it, and an inline
+// copy compiled with their flags could be the one the linker keeps.
+float slice_softmax(float* s, std::int64_t n, double (*numerators)(float*, std::int64_t, float*), const SlicePartial* part,
                     std::int64_t h);
 
 // Positions [first, last) of token i's visible ones, for KV head g; fills `part`.

@@ -90,6 +90,8 @@ namespace avx2 {
 void vec_exp(const float* x, float* y, std::int64_t n);
 void silu_mul(float* gate, const float* up, std::int64_t n);
 double softmax_numerators(float* s, std::int64_t n);
+// The same, and the max it subtracted (-inf when every entry is NaN or -inf) in *max_out.
+double softmax_numerators_max(float* s, std::int64_t n, float* max_out);
 void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n);
 double sum_squares(const float* x, std::int64_t n);
 }  // namespace avx2
@@ -97,6 +99,8 @@ namespace avx512 {
 void vec_exp(const float* x, float* y, std::int64_t n);
 void silu_mul(float* gate, const float* up, std::int64_t n);
 double softmax_numerators(float* s, std::int64_t n);
+// The same, and the max it subtracted (-inf when every entry is NaN or -inf) in *max_out.
+double softmax_numerators_max(float* s, std::int64_t n, float* max_out);
 void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n);
 double sum_squares(const float* x, std::int64_t n);
 }  // namespace avx512

@@ -169,7 +169,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     }
   }
   float inv[kMaxGroup];
-  for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx2::softmax_numerators, part, h);
+  for (std::int64_t h = 0; h < G; ++h) inv[h] = slice_softmax(scores + h * stride, visible, avx2::softmax_numerators_max, part, h);
   if (part != nullptr) accs = part->acc;  // the slice's sums go straight to its partial
   for (std::int64_t x = 0; x < G * D; x += 8) _mm256_storeu_ps(accs + x, _mm256_setzero_ps());
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {

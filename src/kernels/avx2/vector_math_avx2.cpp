@@ -75,7 +75,7 @@ void silu_mul(float* gate, const float* up, std::int64_t n) {
   }
 }
 
-double softmax_numerators(float* s, std::int64_t n) {
+double softmax_numerators_max(float* s, std::int64_t n, float* max_out) {
   // max: a NaN lane keeps the running max (the second operand), as the scalar comparison does.
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_huge_valf());
   __m256 mx = neg_inf;
@@ -88,7 +88,9 @@ double softmax_numerators(float* s, std::int64_t n) {
   __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
   h = _mm_max_ps(h, _mm_movehl_ps(h, h));
   h = _mm_max_ss(h, _mm_movehdup_ps(h));
-  const __m256 vmax = _mm256_set1_ps(_mm_cvtss_f32(h));
+  const float top = _mm_cvtss_f32(h);
+  if (max_out != nullptr) *max_out = top;
+  const __m256 vmax = _mm256_set1_ps(top);
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
   i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -109,6 +111,8 @@ double softmax_numerators(float* s, std::int64_t n) {
   const __m128d s2 = _mm_add_pd(_mm256_castpd256_pd128(sum), _mm256_extractf128_pd(sum, 1));
   return _mm_cvtsd_f64(_mm_add_sd(s2, _mm_unpackhi_pd(s2, s2)));
 }
+
+double softmax_numerators(float* s, std::int64_t n) { return softmax_numerators_max(s, n, nullptr); }
 
 void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n) {
   std::int64_t j = 0;

@@ -238,7 +238,7 @@ void kv_group_slice(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     }
   }
 
-  for (std::int64_t h = 0; h < G; ++h) slice_softmax(scores + h * stride, visible, avx512::softmax_numerators, &part, h);
+  for (std::int64_t h = 0; h < G; ++h) slice_softmax(scores + h * stride, visible, avx512::softmax_numerators_max, &part, h);
   for (std::int64_t x = 0; x < G * D; x += 16) _mm512_storeu_ps(accs + x, _mm512_setzero_ps());
   RowWalker values(a, a.v_offset, g, first), values_ahead(a, a.v_offset, g, first);
   for (std::int64_t j = 0; j < ahead && j < visible; ++j) values_ahead.next();

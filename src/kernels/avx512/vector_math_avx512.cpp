@@ -73,13 +73,15 @@ void silu_mul(float* gate, const float* up, std::int64_t n) {
   }
 }
 
-double softmax_numerators(float* s, std::int64_t n) {
+double softmax_numerators_max(float* s, std::int64_t n, float* max_out) {
   // max: a NaN lane keeps the running max (the second operand), as the scalar comparison does.
   __m512 mx = _mm512_set1_ps(-__builtin_huge_valf());
   std::int64_t i = 0;
   for (; i + 16 <= n; i += 16) mx = _mm512_max_ps(_mm512_loadu_ps(s + i), mx);
   if (i < n) mx = _mm512_mask_max_ps(mx, tail_mask(n - i), _mm512_maskz_loadu_ps(tail_mask(n - i), s + i), mx);
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  const float top = _mm512_reduce_max_ps(mx);
+  if (max_out != nullptr) *max_out = top;
+  const __m512 vmax = _mm512_set1_ps(top);
   __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
   i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -98,6 +100,8 @@ double softmax_numerators(float* s, std::int64_t n) {
   }
   return _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1));
 }
+
+double softmax_numerators(float* s, std::int64_t n) { return softmax_numerators_max(s, n, nullptr); }
 
 void weighted_sum(float* y, const float* const* rows, const float* w, std::int64_t k, std::int64_t n) {
   std::int64_t j = 0;
