@@ -239,6 +239,16 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   // 16-token first prompt + 1); with it the depth is added to each (57 positions: 4 blocks).
   EXPECT_DOUBLE_EQ(flat["memory"]["kv_bytes"].get<double>(), 2 * 32 * kv_per_token);
   EXPECT_DOUBLE_EQ(deep["memory"]["kv_bytes"].get<double>(), 2 * 64 * kv_per_token);
+  // The roofline counting the cache: the same bandwidth over weights + cached bytes per token.
+  EXPECT_DOUBLE_EQ(flat["roofline"]["decode_tokens_per_s_with_kv_at_depth"].get<double>(),
+                   flat["roofline"]["decode_tokens_per_s"].get<double>());
+  const double weights = deep["model"]["weight_bytes_per_token"].get<double>();
+  const double with_kv = deep["roofline"]["bandwidth_gb_per_s"].get<double>() * 1e9 /
+                         (weights + deep["kv_bytes_read_per_token_at_depth"].get<double>());
+  EXPECT_NEAR(deep["roofline"]["decode_tokens_per_s_with_kv_at_depth"].get<double>(), with_kv, 1e-9 * with_kv);
+  EXPECT_LT(with_kv, deep["roofline"]["decode_tokens_per_s"].get<double>());
+  EXPECT_NEAR(deep["roofline"]["tg_batch1_fraction_with_kv_at_depth"].get<double>(),
+              deep["tests"][1]["tokens_per_s"]["median"].get<double>() / with_kv, 1e-9);
   // A depth past one 512-token forward is prefilled in several (as llama-bench's micro-batches).
   const auto deeper = run(" -d 1100");
   EXPECT_EQ(deeper["tests"][1]["test"], "tg3 @ d1100");
@@ -250,7 +260,8 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   ASSERT_EQ(run_cli("synth --arch qwen3_5_moe --preset tiny --seed 7 --quiet --out " + hybrid).code, 0);
   const CliResult h = run_cli("bench -m " + hybrid + " -p 4 -n 3 -d 24 --batch 1,2 --reps 2 --bandwidth-mib 16 --bandwidth-seconds 0");
   ASSERT_EQ(h.code, 0) << h.out;
-  for (const char* want : {"| pp4 @ d24 ", "| tg3 @ d24 ", "depth: 24 tokens prefilled once"})
+  for (const char* want : {"| pp4 @ d24 ", "| tg3 @ d24 ", "depth: 24 tokens prefilled once", "; with them it is ",
+                           "and tg batch 1 reaches "})
     EXPECT_NE(h.out.find(want), std::string::npos) << want << "\n" << h.out;
 }
 
