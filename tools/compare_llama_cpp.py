@@ -14,7 +14,8 @@
    its own weight files are read once (unless --no-warm): a machine whose RAM holds one copy of a
    30B checkpoint but not two would otherwise time the first test of each engine reading its
    weights from disk.
-Only the standard library; the exporter needs numpy.
+Only the standard library. The exporter needs numpy and PyYAML (gguf-py imports it): where this
+Python lacks them they are installed into a venv in the work directory (WORK/export-venv), once.
 """
 from __future__ import annotations
 
@@ -39,6 +40,39 @@ def warm(paths: list[Path]) -> None:
         with open(path, "rb") as f:
             while f.read(1 << 24):
                 pass
+
+
+EXPORTER_MODULES = ["numpy", "yaml"]  # yaml: llama.cpp's gguf-py imports it
+EXPORTER_PACKAGES = ["numpy", "pyyaml"]
+
+
+def has_modules(python: str) -> bool:
+    probe = "import " + ", ".join(EXPORTER_MODULES)
+    return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
+
+
+def exporter_python(work: Path) -> str:
+    """A Python that can run tools/export_gguf_nvfp4.py: this one, or a venv made for it in the
+    work directory (a fresh machine has no numpy). Checked before llama.cpp's build, which takes
+    minutes, so a missing module fails at once."""
+    if has_modules(sys.executable):
+        return sys.executable
+    venv = work / "export-venv"
+    python = venv / "bin" / "python"
+    if python.is_file() and has_modules(str(python)):
+        return str(python)
+    print(f"+ {' and '.join(EXPORTER_PACKAGES)} missing here: installing them into {venv} for the GGUF exporter",
+          file=sys.stderr)
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *EXPORTER_PACKAGES],
+                       check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"error: tools/export_gguf_nvfp4.py needs {' and '.join(EXPORTER_PACKAGES)}, and installing them "
+                         f"into {venv} failed ({e}); install them with `python3 -m pip install {' '.join(EXPORTER_PACKAGES)}` "
+                         "and run again")
+    return str(python)
 
 
 def run_json(cmd: list[str]) -> object:
@@ -73,13 +107,19 @@ def main() -> int:
         print(f"error: fp4serve binary {args.fp4serve} not found (--fp4serve PATH)", file=sys.stderr)
         return 1
 
+    python = exporter_python(args.work)
     llama_bench = subprocess.run([str(TOOLS / "build_llama_bench.sh"), str(args.work)], check=True,
                                  stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
     gguf_path = args.work / (args.checkpoint.resolve().name + ".nvfp4.gguf")
     newest = max(p.stat().st_mtime for p in args.checkpoint.iterdir())
     if not gguf_path.exists() or gguf_path.stat().st_mtime < newest:
-        subprocess.run([sys.executable, str(TOOLS / "export_gguf_nvfp4.py"), str(args.checkpoint), str(gguf_path)],
-                       check=True)
+        # The gguf-py of the sdist build_llama_bench.sh unpacked into this work directory.
+        gguf_py = sorted(args.work.glob("llama_cpp_python-*/vendor/llama.cpp/gguf-py"))
+        if not gguf_py:
+            print(f"error: no llama.cpp gguf-py under {args.work} after tools/build_llama_bench.sh", file=sys.stderr)
+            return 1
+        subprocess.run([python, str(TOOLS / "export_gguf_nvfp4.py"), str(args.checkpoint), str(gguf_path),
+                        "--gguf-py", str(gguf_py[-1])], check=True)
 
     common = ["-t", str(args.threads), "-p", str(args.n_prompt), "-n", str(args.n_gen), "-d", str(args.n_depth)]
     if not args.no_warm:
