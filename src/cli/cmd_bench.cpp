@@ -361,27 +361,30 @@ struct TestResult {
 // A decode test's own roofline: a step of B sequences reads the weights outside the routed
 // experts once and each expert any of the B tokens is routed to once (the MoE kernels count
 // those, kernels/moe_traffic.h), so B tokens cost less than B times one token's bytes but more
-// than one token's. None when the model has routed experts and the MoE backend did not count
+// than one token's; at a depth, each sequence's cached keys and values come on top. None when the model has routed experts and the MoE backend did not count
 // them (the reference).
 struct StepRoofline {
   double bytes = 0;               // read per step
   double experts_per_call = 0;    // distinct experts per MoE layer call
   double tokens_per_s = 0;        // B * bandwidth / bytes
   double fraction = 0;            // the test's median over tokens_per_s
-  double batch_gain_limit = 0;    // B * bytes per token at batch 1 / bytes: the most batching gains while memory-bound
+  double batch_gain_limit = 0;    // B * bytes per token at batch 1 (with its cache) / bytes: the most batching gains while memory-bound
 };
 
-std::optional<StepRoofline> step_roofline(const TestResult& t, const CheckpointSummary& s, double gb_per_s) {
+// `kv_bytes`: what each sequence reads from its cache per token at the test's depth (every
+// sequence has its own cache, so a step reads it B times).
+std::optional<StepRoofline> step_roofline(const TestResult& t, const CheckpointSummary& s, double gb_per_s,
+                                          std::uint64_t kv_bytes) {
   const bool routed = s.routed_expert_bytes_per_token > 0;
   if (t.steps <= 0 || s.weight_bytes_per_token == 0 || gb_per_s <= 0 || (routed && t.traffic.calls == 0)) return std::nullopt;
   StepRoofline r;
   const double steps = static_cast<double>(t.steps), batch = static_cast<double>(t.batch);
   r.bytes = static_cast<double>(s.weight_bytes_per_token - s.routed_expert_bytes_per_token) +
-            static_cast<double>(t.traffic.bytes) / steps;
+            static_cast<double>(t.traffic.bytes) / steps + batch * static_cast<double>(kv_bytes);
   if (t.traffic.calls > 0) r.experts_per_call = static_cast<double>(t.traffic.experts) / static_cast<double>(t.traffic.calls);
   r.tokens_per_s = batch * gb_per_s * 1e9 / r.bytes;
   r.fraction = t.tokens_per_s.median / r.tokens_per_s;
-  r.batch_gain_limit = batch * static_cast<double>(s.weight_bytes_per_token) / r.bytes;
+  r.batch_gain_limit = batch * static_cast<double>(s.weight_bytes_per_token + kv_bytes) / r.bytes;
   return r;
 }
 
@@ -504,13 +507,16 @@ void bench(BenchArgs& a) {
   const bool steal_known = cpu_before && cpu_after;
   const double steal = steal_known ? steal_fraction(*cpu_before, *cpu_after) : 0.0;
   const double roofline_gb_per_s = probe_beside ? beside.median_gb_per_s : bw.median_gb_per_s;
-  const double roofline_tps = summary.weight_bytes_per_token > 0
-                                  ? roofline_gb_per_s * 1e9 / static_cast<double>(summary.weight_bytes_per_token)
-                                  : 0.0;
   const TestResult* tg1 = nullptr;
   for (const TestResult& t : results)
     if (t.name[0] == 't' && t.batch == 1) tg1 = &t;
-  const double fraction = tg1 != nullptr && roofline_tps > 0 ? tg1->tokens_per_s.median / roofline_tps : 0.0;
+  // Decode's roofline when a token reads `bytes`, and the batch-1 decode's fraction of it.
+  auto roofline_reading = [&](std::uint64_t bytes) {
+    return summary.weight_bytes_per_token > 0 ? roofline_gb_per_s * 1e9 / static_cast<double>(bytes) : 0.0;
+  };
+  auto tg1_fraction_of = [tg1](double roofline) { return tg1 != nullptr && roofline > 0 ? tg1->tokens_per_s.median / roofline : 0.0; };
+  const double roofline_tps = roofline_reading(summary.weight_bytes_per_token);
+  const double fraction = tg1_fraction_of(roofline_tps);
   // The same against the end-of-run probe's median and best passes: a spell the decode did not
   // run in shows as a gap between these and the roofline's own figure.
   const double fraction_of_probe = bw.median_gb_per_s > 0 ? fraction * roofline_gb_per_s / bw.median_gb_per_s : 0.0;
@@ -520,11 +526,8 @@ void bench(BenchArgs& a) {
   const std::uint64_t kv_bytes_at_depth = static_cast<std::uint64_t>(model->state_spec().kv_block_bytes(1) * a.depth);
   // The roofline counting those bytes too (the cache's growth during the test, n << depth, is
   // left out): at 8192 positions of Qwen3-30B-A3B's fp32 cache they are 43 % of what a token reads.
-  const double roofline_kv_tps =
-      summary.weight_bytes_per_token > 0
-          ? roofline_gb_per_s * 1e9 / static_cast<double>(summary.weight_bytes_per_token + kv_bytes_at_depth)
-          : 0.0;
-  const double fraction_kv = tg1 != nullptr && roofline_kv_tps > 0 ? tg1->tokens_per_s.median / roofline_kv_tps : 0.0;
+  const double roofline_kv_tps = roofline_reading(summary.weight_bytes_per_token + kv_bytes_at_depth);
+  const double fraction_kv = tg1_fraction_of(roofline_kv_tps);
 
   if (a.json) {
     nlohmann::json j;
@@ -556,7 +559,7 @@ void bench(BenchArgs& a) {
                           {"seconds", stats_json(t.seconds)},
                           {"tokens_per_s", stats_json(t.tokens_per_s)}};
       if (tg1 != nullptr && t.name[0] == 't') e["speedup_vs_batch1"] = t.tokens_per_s.median / tg1->tokens_per_s.median;
-      if (const auto sr = step_roofline(t, summary, roofline_gb_per_s))
+      if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, kv_bytes_at_depth))
         e["step_roofline"] = {{"bytes_per_step", sr->bytes},
                               {"experts_per_moe_call", sr->experts_per_call},
                               {"tokens_per_s", sr->tokens_per_s},
@@ -641,7 +644,7 @@ void bench(BenchArgs& a) {
     if (t.name[0] != 't' || t.batch == 1) continue;
     std::cout << "batch " << t.batch << ":";
     if (tg1 != nullptr) std::cout << " " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2) << "x the aggregate tokens/s of batch 1;";
-    if (const auto sr = step_roofline(t, summary, roofline_gb_per_s)) {
+    if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, kv_bytes_at_depth)) {
       std::cout << " a step read " << fixed(sr->bytes / 1e9, 2) << " GB";
       if (summary.routed_expert_bytes_per_token > 0)
         std::cout << " (" << fixed(sr->experts_per_call, 1) << " of " << model->config().num_experts << " experts per MoE layer)";

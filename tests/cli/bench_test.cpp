@@ -249,6 +249,12 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   EXPECT_LT(with_kv, deep["roofline"]["decode_tokens_per_s"].get<double>());
   EXPECT_NEAR(deep["roofline"]["tg_batch1_fraction_with_kv_at_depth"].get<double>(),
               deep["tests"][1]["tokens_per_s"]["median"].get<double>() / with_kv, 1e-9);
+  // A batched step at depth reads each sequence's cache on top of the weights it shares, so
+  // batching gains at most B * (weights + cache) / what the step read.
+  const auto& step = deep["tests"][2]["step_roofline"];
+  const double kv_at_depth = deep["kv_bytes_read_per_token_at_depth"].get<double>();
+  EXPECT_GT(step["bytes_per_step"].get<double>(), 2 * kv_at_depth);
+  EXPECT_NEAR(step["batch_gain_limit"].get<double>(), 2 * (weights + kv_at_depth) / step["bytes_per_step"].get<double>(), 1e-9);
   // A depth past one 512-token forward is prefilled in several (as llama-bench's micro-batches).
   const auto deeper = run(" -d 1100");
   EXPECT_EQ(deeper["tests"][1]["test"], "tg3 @ d1100");
