@@ -187,11 +187,22 @@ struct FamilyValidator::Impl {
         GemmData d;
         d.shape = s;
         d.w = random_weight(rng, s.kind, s.dtype, s.n, s.k);
+        // Every case's rows in one reference call: each output row is its own dot products, so
+        // the same numbers as one call per case, with each weight row dequantized once.
+        std::vector<float> xs;
         for (std::int64_t m : kGemmValidationM) {
           GemmData::Case c{m, random_activations(rng, m, s.k), {}};
-          c.ref.resize(static_cast<std::size_t>(m * s.n));
-          rk->run(c.x.data(), m, d.w->w, c.ref.data(), shapes.semantics);
+          xs.insert(xs.end(), c.x.begin(), c.x.end());
           d.cases.push_back(std::move(c));
+        }
+        const auto rows = static_cast<std::int64_t>(xs.size()) / s.k;
+        std::vector<float> ys(static_cast<std::size_t>(rows * s.n));
+        rk->run(xs.data(), rows, d.w->w, ys.data(), shapes.semantics);
+        std::size_t at = 0;
+        for (GemmData::Case& c : d.cases) {
+          const auto count = static_cast<std::size_t>(c.m * s.n);
+          c.ref.assign(ys.begin() + static_cast<std::ptrdiff_t>(at), ys.begin() + static_cast<std::ptrdiff_t>(at + count));
+          at += count;
         }
         gemm.push_back(std::move(d));
       }

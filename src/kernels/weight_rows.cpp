@@ -1,5 +1,7 @@
 #include "kernels/weight_rows.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 #include <span>
 #include <vector>
@@ -7,6 +9,7 @@
 #include "kernels/lut.h"
 #include "numerics/nvfp4.h"
 #include "numerics/scalar_formats.h"
+#include "util/cpu_features.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -31,6 +34,37 @@ std::span<const std::uint8_t> weight_block_scales(const WeightMatrix& w) {
 
 std::uint64_t weight_bytes(const WeightMatrix& w) { return weight_codes(w).size() + weight_block_scales(w).size(); }
 
+namespace {
+
+// The NVFP4 loop of dequantize_row below for AVX-512: each block's 16 codes as lanes, looked up
+// in the same 16-entry table and multiplied by the same block scale, so the same bits per
+// element (tested against nvfp4::dequantize); validation dequantizes every weight row it uses at
+// each start, and this made the MoE's reference outputs ≈ 2x quicker (docs/perf.md, session 35).
+// GCC 12 reads the unmasked intrinsics' undefined pass-through operand as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw"))) void dequantize_nvfp4_avx512(const DecodeTables& t, const std::uint8_t* packed,
+                                                                      const std::uint8_t* scales, float scale_2,
+                                                                      std::size_t blocks, float* out) {
+  const __m512 table = _mm512_loadu_ps(t.e2m1);
+  const __m128i low = _mm_set1_epi8(0x0F);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + b * 8));
+    // Element 2j is byte j's low nibble, element 2j + 1 its high one.
+    const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+    const __m512 values = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
+    _mm512_storeu_ps(out + b * 16, _mm512_mul_ps(values, _mm512_set1_ps(t.e4m3[scales[b]] * scale_2)));
+  }
+}
+#pragma GCC diagnostic pop
+
+bool nvfp4_rows_on_avx512() {
+  static const bool yes = cpu_features().usable(CpuFeature::AVX512F) && cpu_features().usable(CpuFeature::AVX512BW);
+  return yes;
+}
+
+}  // namespace
+
 void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
   const auto k = static_cast<std::size_t>(w.k);
   switch (w.kind) {
@@ -41,6 +75,7 @@ void dequantize_row(const WeightMatrix& w, std::int64_t row, float* out) {
       const DecodeTables& t = decode_tables();
       const std::uint8_t* packed = w.data + row * (w.k / 2);
       const std::uint8_t* scales = w.block_scales + row * (w.k / nvfp4::kBlock);
+      if (nvfp4_rows_on_avx512()) return dequantize_nvfp4_avx512(t, packed, scales, w.weight_scale_2, k / nvfp4::kBlock, out);
       for (std::size_t b = 0; b < k / nvfp4::kBlock; ++b) {
         const float s = t.e4m3[scales[b]] * w.weight_scale_2;
         for (std::size_t j = 0; j < nvfp4::kBlock / 2; ++j) {

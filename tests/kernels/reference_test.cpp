@@ -4,13 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/random_data.h"
+#include "kernels/reference/reference_dots.h"
 #include "kernels/weight_rows.h"
 #include "numerics/nvfp4.h"
+#include "util/cpu_features.h"
+#include "util/error.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -37,16 +41,96 @@ std::vector<float> naive_gemm(const std::vector<float>& x, std::int64_t m, const
 
 TEST(Reference, GemmMatchesNaiveDefinition) {
   Rng rng(3);
+  // 5 and 11 rows: the dot products' groups of four and the rows left over; K = 100 leaves
+  // elements past the last group of eight.
   for (auto [kind, dt] : {std::pair{SchemeKind::NVFP4, DType::U8}, std::pair{SchemeKind::Dense, DType::BF16},
                           std::pair{SchemeKind::FP8, DType::F8_E4M3}})
-    for (Fp4Semantics sem : {Fp4Semantics::W4A16, Fp4Semantics::W4A4}) {
-      auto w = random_weight(rng, kind, dt, 37, 96);
-      const auto x = random_activations(rng, 5, 96);
-      std::vector<float> y(5 * 37);
-      reference_kernels().fp4_gemm->run(x.data(), 5, w->w, y.data(), sem);
-      const auto want = naive_gemm(x, 5, w->w, sem);
-      for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << i;
+    for (Fp4Semantics sem : {Fp4Semantics::W4A16, Fp4Semantics::W4A4})
+      for (std::int64_t m : {5, 11})
+        for (std::int64_t k : {96, 100}) {
+          if (kind == SchemeKind::NVFP4 && k % 16 != 0) continue;
+          auto w = random_weight(rng, kind, dt, 37, k);
+          const auto x = random_activations(rng, m, k);
+          std::vector<float> y(static_cast<std::size_t>(m * 37));
+          reference_kernels().fp4_gemm->run(x.data(), m, w->w, y.data(), sem);
+          const auto want = naive_gemm(x, m, w->w, sem);
+          for (std::size_t i = 0; i < y.size(); ++i)
+            EXPECT_NEAR(y[i], want[i], 1e-6 * (1 + std::fabs(want[i]))) << i << " m=" << m << " k=" << k;
+        }
+}
+
+TEST(Reference, EveryDotCopyReturnsTheSameBits) {
+  // The baseline copy is the yardstick; the AVX2 and AVX-512 copies (where this CPU runs them)
+  // must match it bit for bit, and all must be within fp64 rounding of the exact sums.
+  Rng rng(11);
+  std::vector<int> widths{128};
+  if (cpu_features().usable(CpuFeature::AVX2) && cpu_features().usable(CpuFeature::FMA)) widths.push_back(256);
+  if (cpu_features().usable(CpuFeature::AVX512F)) widths.push_back(512);
+  for (std::size_t rows : {1, 3, 4, 5, 9})
+    for (std::size_t k : {1, 7, 8, 9, 96, 100, 2048}) {
+      const auto a = random_activations(rng, static_cast<std::int64_t>(rows), static_cast<std::int64_t>(k), 10.0f);
+      const auto b = random_activations(rng, 1, static_cast<std::int64_t>(k), 10.0f);
+      std::vector<double> base(rows), got(rows);
+      reference_dots(a.data(), k, rows, b.data(), k, base.data(), 128);
+      for (std::size_t i = 0; i < rows; ++i) {
+        long double exact = 0, magnitude = 0;
+        for (std::size_t j = 0; j < k; ++j) {
+          exact += static_cast<long double>(a[i * k + j]) * b[j];
+          magnitude += std::fabs(static_cast<long double>(a[i * k + j]) * b[j]);
+        }
+        EXPECT_LE(std::fabs(static_cast<long double>(base[i]) - exact), 1e-15L * magnitude) << "rows " << rows << " k " << k;
+      }
+      for (int bits : widths) {
+        reference_dots(a.data(), k, rows, b.data(), k, got.data(), bits);
+        EXPECT_EQ(std::memcmp(got.data(), base.data(), rows * sizeof(double)), 0) << bits << "-bit copy, rows " << rows << " k " << k;
+      }
+      reference_dots(a.data(), k, rows, b.data(), k, got.data());  // the copy the kernels use
+      EXPECT_EQ(std::memcmp(got.data(), base.data(), rows * sizeof(double)), 0) << "rows " << rows << " k " << k;
     }
+}
+
+TEST(Reference, DotCopyOfAnUnknownWidthIsAClearError) {
+  float a = 1.0f;
+  double out = 0.0;
+  try {
+    reference_dots(&a, 1, 1, &a, 1, &out, 384);
+    FAIL() << "no error for a 384-bit copy";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bits must be 0, 128, 256 or 512, got 384"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Reference, Nvfp4RowsDequantizeAsTheFormatDefines) {
+  // Every code in every position and every block scale byte (NaN ones included), row by row
+  // against nvfp4::dequantize, bit for bit: dequantize_row takes an AVX-512 path where the CPU
+  // has one, and the scalar loop elsewhere.
+  const std::int64_t n = 8, k = 64 * 16;  // 512 blocks of 16: each of the 256 scale bytes twice
+  Rng rng(5);
+  std::vector<std::uint8_t> packed(static_cast<std::size_t>(n * k / 2)), scales(static_cast<std::size_t>(n * k / 16));
+  for (std::size_t i = 0; i < packed.size(); ++i)
+    packed[i] = i % 16 == 0 ? static_cast<std::uint8_t>((i / 16) % 256) : static_cast<std::uint8_t>(rng.uniform(0.0f, 256.0f));
+  for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<std::uint8_t>(i % 256);
+  WeightMatrix w;
+  w.kind = SchemeKind::NVFP4;
+  w.dtype = DType::U8;
+  w.n = n;
+  w.k = k;
+  w.data = packed.data();
+  w.block_scales = scales.data();
+  w.weight_scale_2 = 0.37f;
+  std::vector<float> want(static_cast<std::size_t>(n * k)), got(static_cast<std::size_t>(k));
+  nvfp4::dequantize(packed, scales, w.weight_scale_2, n, k, want);
+  for (std::int64_t r = 0; r < n; ++r) {
+    dequantize_row(w, r, got.data());
+    for (std::int64_t c = 0; c < k; ++c) {
+      const float g = got[static_cast<std::size_t>(c)], e = want[static_cast<std::size_t>(r * k + c)];
+      if (std::isnan(e)) {
+        EXPECT_TRUE(std::isnan(g)) << "row " << r << " column " << c;
+      } else {
+        EXPECT_EQ(std::memcmp(&g, &e, sizeof(float)), 0) << "row " << r << " column " << c << ": " << g << " vs " << e;
+      }
+    }
+  }
 }
 
 // Token by token, expert by expert, exactly as the Hugging Face module reads.

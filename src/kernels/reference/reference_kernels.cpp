@@ -2,8 +2,9 @@
 // truth every other backend is validated against. Each weight row is dequantized once per call
 // (weight_rows.h, the format definition) and used for every activation row; products of two
 // floats are exact in fp64, so the result differs from the exact dot product only by fp64
-// rounding of the sums (~1e-16 relative), whatever the summation order. Rows of W are split over
-// the thread pool: validation computes these outputs at every start and must be quick.
+// rounding of the sums (~1e-16 relative), whatever the summation order (reference_dots.h). Rows of
+// W, and attention's (token, head) pairs, are split over the thread pool: validation computes
+// these outputs at every start and must be quick.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kv_cache.h"
+#include "kernels/reference/reference_dots.h"
 #include "kernels/weight_rows.h"
 #include "util/thread_pool.h"
 
@@ -19,23 +21,10 @@ namespace fp4serve::kernels {
 
 namespace {
 
-// Eight independent fp64 partial sums: the same value to ~1e-16, without one long chain of
-// dependent adds.
 double dot(const float* a, const float* b, std::size_t k) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0, s4 = 0.0, s5 = 0.0, s6 = 0.0, s7 = 0.0;
-  std::size_t j = 0;
-  for (; j + 8 <= k; j += 8) {
-    s0 += static_cast<double>(a[j]) * b[j];
-    s1 += static_cast<double>(a[j + 1]) * b[j + 1];
-    s2 += static_cast<double>(a[j + 2]) * b[j + 2];
-    s3 += static_cast<double>(a[j + 3]) * b[j + 3];
-    s4 += static_cast<double>(a[j + 4]) * b[j + 4];
-    s5 += static_cast<double>(a[j + 5]) * b[j + 5];
-    s6 += static_cast<double>(a[j + 6]) * b[j + 6];
-    s7 += static_cast<double>(a[j + 7]) * b[j + 7];
-  }
-  for (; j < k; ++j) s0 += static_cast<double>(a[j]) * b[j];
-  return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+  double out = 0.0;
+  reference_dots(a, k, 1, b, k, &out);
+  return out;
 }
 
 class ReferenceGemm final : public GemmKernel {
@@ -51,9 +40,11 @@ class ReferenceGemm final : public GemmKernel {
     }
     parallel_for(w.n, 8, [&](std::int64_t n0, std::int64_t n1) {
       std::vector<float> row(k);
+      std::vector<double> sums(static_cast<std::size_t>(m));
       for (std::int64_t n = n0; n < n1; ++n) {
         dequantize_row(w, n, row.data());
-        for (std::int64_t i = 0; i < m; ++i) y[i * w.n + n] = static_cast<float>(dot(x + i * w.k, row.data(), k));
+        reference_dots(x, k, static_cast<std::size_t>(m), row.data(), k, sums.data());
+        for (std::int64_t i = 0; i < m; ++i) y[i * w.n + n] = static_cast<float>(sums[static_cast<std::size_t>(i)]);
       }
     });
   }
@@ -134,37 +125,43 @@ const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t 
   return a.kv_blocks[p / a.block_tokens] + (side + (p % a.block_tokens) * row + head) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
 }
 
+// Per (query token, head), split over the thread pool: scores q.k in fp64 (dot), softmax, then
+// the value sum, each dimension's fp64 sum taken over the positions in order. Rows are widened to
+// fp32 once each (load_kv_element, the cache format's definition).
 class ReferenceAttention final : public AttentionKernel {
  public:
   void run(const AttentionArgs& a) const override {
     const std::int64_t D = a.head_dim, group = a.num_heads / a.num_kv_heads, row = a.num_kv_heads * D;
-    std::vector<float> scores;
-    for (std::int64_t i = 0; i < a.m; ++i) {
-      const std::int64_t visible = a.past + i + 1;
-      scores.resize(static_cast<std::size_t>(visible));
-      for (std::int64_t h = 0; h < a.num_heads; ++h) {
+    parallel_for(a.m * a.num_heads, 1, [&](std::int64_t t0, std::int64_t t1) {
+      std::vector<float> scores, wide(static_cast<std::size_t>(D));
+      std::vector<double> acc(static_cast<std::size_t>(D));
+      auto widen = [&](std::int64_t side, std::int64_t p, std::int64_t kvh) {
+        const std::byte* r = kv_row(a, side, row, p, kvh * D);
+        for (std::int64_t d = 0; d < D; ++d) wide[static_cast<std::size_t>(d)] = load_kv_element(r, a.kv_dtype, d);
+        return wide.data();
+      };
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int64_t i = t / a.num_heads, h = t % a.num_heads, kvh = h / group, visible = a.past + i + 1;
         const float* q = a.q + (i * a.num_heads + h) * D;
-        const std::int64_t kvh = h / group;
+        scores.resize(static_cast<std::size_t>(visible));
         float mx = -INFINITY;
         for (std::int64_t p = 0; p < visible; ++p) {
-          const std::byte* k = kv_row(a, a.k_offset, row, p, kvh * D);
-          double dot = 0.0;
-          for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q[d]) * load_kv_element(k, a.kv_dtype, d);
-          scores[static_cast<std::size_t>(p)] = static_cast<float>(dot) * a.scale;
-          mx = std::max(mx, scores[static_cast<std::size_t>(p)]);
+          const float sc = static_cast<float>(dot(q, widen(a.k_offset, p, kvh), static_cast<std::size_t>(D))) * a.scale;
+          scores[static_cast<std::size_t>(p)] = sc;
+          mx = std::max(mx, sc);
         }
         double sum = 0.0;
-        for (float& s : scores) sum += s = std::exp(s - mx);
-        float* out = a.out + (i * a.num_heads + h) * D;
-        for (std::int64_t d = 0; d < D; ++d) {
-          double acc = 0.0;
-          for (std::int64_t p = 0; p < visible; ++p)
-            acc += static_cast<double>(scores[static_cast<std::size_t>(p)]) *
-                   load_kv_element(kv_row(a, a.v_offset, row, p, kvh * D), a.kv_dtype, d);
-          out[d] = static_cast<float>(acc / sum);
+        for (float& sc : scores) sum += sc = std::exp(sc - mx);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::int64_t p = 0; p < visible; ++p) {
+          const float* v = widen(a.v_offset, p, kvh);
+          const double w = scores[static_cast<std::size_t>(p)];
+          for (std::int64_t d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += w * v[d];
         }
+        float* out = a.out + (i * a.num_heads + h) * D;
+        for (std::int64_t d = 0; d < D; ++d) out[d] = static_cast<float>(acc[static_cast<std::size_t>(d)] / sum);
       }
-    }
+    });
   }
 };
 
