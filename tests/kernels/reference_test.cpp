@@ -98,6 +98,15 @@ TEST(Reference, DotCopyOfAnUnknownWidthIsAClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bits must be 0, 128, 256 or 512, got 384"), std::string::npos) << e.what();
   }
+  // A copy the CPU cannot run (ctest runs this with AVX-512F and AVX2 turned off as well).
+  if (!cpu_features().usable(CpuFeature::AVX512F)) {
+    try {
+      reference_dots(&a, 1, 1, &a, 1, &out, 512);
+      FAIL() << "no error for the 512-bit copy without AVX-512F";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot run the 512-bit copy"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Reference, Nvfp4RowsDequantizeAsTheFormatDefines) {
