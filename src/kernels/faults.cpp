@@ -171,16 +171,17 @@ class FaultyAttention final : public AttentionKernel {
       // Gather the cache, swap neighbouring key elements (a kernel mixing up element order), re-page.
       const std::int64_t tokens = a.past + a.m, row = a.num_kv_heads * a.head_dim;
       std::vector<float> k(static_cast<std::size_t>(tokens * row)), v(k.size());
-      const auto bytes = static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
+      const KvBlockSide keys{a.k_offset, a.block_tokens, a.num_kv_heads, a.head_dim};
+      const KvBlockSide values{a.v_offset, a.block_tokens, a.num_kv_heads, a.head_dim};
       for (std::int64_t p = 0; p < tokens; ++p) {
-        const std::byte* block = a.kv_blocks[p / a.block_tokens] + (p % a.block_tokens) * row * bytes;
+        const std::byte* block = a.kv_blocks[p / a.block_tokens];
         for (std::int64_t j = 0; j < row; ++j) {
-          k[static_cast<std::size_t>(p * row + j)] = load_kv_element(block + a.k_offset * bytes, a.kv_dtype, j);
-          v[static_cast<std::size_t>(p * row + j)] = load_kv_element(block + a.v_offset * bytes, a.kv_dtype, j);
+          k[static_cast<std::size_t>(p * row + j)] = load_kv_token_element(block, a.kv_dtype, keys, p % a.block_tokens, j);
+          v[static_cast<std::size_t>(p * row + j)] = load_kv_token_element(block, a.kv_dtype, values, p % a.block_tokens, j);
         }
       }
       for (std::size_t i = 0; i + 1 < k.size(); i += 2) std::swap(k[i], k[i + 1]);
-      swapped.emplace(k.data(), v.data(), tokens, row, a.block_tokens, 3, 1, 1, a.kv_dtype);
+      swapped.emplace(k.data(), v.data(), tokens, a.num_kv_heads, a.head_dim, a.block_tokens, 3, 1, 1, a.kv_dtype);
       swapped->point(a);
     }
     if (s_->has(FaultKind::NoBlockScale)) a.scale = 1.0f;

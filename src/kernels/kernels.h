@@ -56,10 +56,14 @@ class MoeKernel {
 
 // Causal attention of m new query tokens of one sequence against its (paged) cache.
 // q: [m, num_heads, head_dim]; out: [m, num_heads, head_dim]. The keys and values of positions
-// [0, past + m) (the new tokens' already written) live in blocks of block_tokens positions:
-// position p's key row starts at element k_offset + (p % block_tokens) * row of block
-// kv_blocks[p / block_tokens], its value row the same with v_offset, where row = num_kv_heads *
-// head_dim elements of kv_dtype (F32, or F16 / BF16 to halve the cache: kernels/kv_cache.h).
+// [0, past + m) (the new tokens' already written) live in blocks of block_tokens positions,
+// KV head by KV head: position p's key row for KV head g (head_dim elements of kv_dtype: F32, or
+// F16 / BF16 to halve the cache, kernels/kv_cache.h) starts at element
+// k_offset + (g * block_tokens + p % block_tokens) * head_dim of block kv_blocks[p / block_tokens],
+// its value row the same from v_offset. So each KV head's rows in a block are one contiguous run:
+// a decode task reading one head streams block_tokens * head_dim elements, where rows of all heads
+// by position had given it one head_dim piece of every num_kv_heads (the decode attention over
+// 8192 positions 8-19 % faster, docs/perf.md, session 35). store_kv_token writes this layout.
 // A contiguous cache is one block (block_tokens >= past + m). New token i sees positions
 // [0, past + i]. Softmax and sums in fp32; GQA: q head h reads kv head h / (heads / kv_heads).
 struct AttentionArgs {

@@ -10,13 +10,14 @@
 
 namespace fp4serve::kernels {
 
-PagedKvCopy::PagedKvCopy(const float* k, const float* v, std::int64_t tokens, std::int64_t row,
+PagedKvCopy::PagedKvCopy(const float* k, const float* v, std::int64_t tokens, std::int64_t kv_heads, std::int64_t head_dim,
                          std::int64_t block_tokens, std::int64_t layers, std::int64_t layer, std::uint64_t seed,
                          DType dtype)
     : dtype_(dtype), block_tokens_(block_tokens) {
-  if (tokens < 0 || row <= 0 || block_tokens <= 0 || layers <= 0 || layer < 0 || layer >= layers)
-    fail("PagedKvCopy: bad geometry (tokens ", tokens, ", row ", row, ", block_tokens ", block_tokens, ", layer ",
-         layer, " of ", layers, ")");
+  if (tokens < 0 || kv_heads <= 0 || head_dim <= 0 || block_tokens <= 0 || layers <= 0 || layer < 0 || layer >= layers)
+    fail("PagedKvCopy: bad geometry (tokens ", tokens, ", kv_heads ", kv_heads, ", head_dim ", head_dim, ", block_tokens ",
+         block_tokens, ", layer ", layer, " of ", layers, ")");
+  const std::int64_t row = kv_heads * head_dim;
   const auto bytes = static_cast<std::int64_t>(kv_element_bytes(dtype));
   const std::int64_t nblocks = std::max<std::int64_t>(1, (tokens + block_tokens - 1) / block_tokens);
   const std::int64_t block_elements = layers * 2 * block_tokens * row;
@@ -34,10 +35,10 @@ PagedKvCopy::PagedKvCopy(const float* k, const float* v, std::int64_t tokens, st
   for (std::int64_t b = 0; b < nblocks; ++b) {
     std::byte* base = storage_.data() + slot[static_cast<std::size_t>(b)] * block_elements * bytes;
     blocks_[static_cast<std::size_t>(b)] = base;
+    const KvBlockSide keys{k_offset_, block_tokens, kv_heads, head_dim}, values{v_offset_, block_tokens, kv_heads, head_dim};
     for (std::int64_t t = b * block_tokens; t < std::min(tokens, (b + 1) * block_tokens); ++t) {
-      const std::int64_t r = (t - b * block_tokens) * row;
-      store_kv_row(base + (k_offset_ + r) * bytes, dtype, k + t * row, row);
-      store_kv_row(base + (v_offset_ + r) * bytes, dtype, v + t * row, row);
+      store_kv_token(base, dtype, keys, t - b * block_tokens, k + t * row);
+      store_kv_token(base, dtype, values, t - b * block_tokens, v + t * row);
     }
   }
 }

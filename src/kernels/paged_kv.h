@@ -15,10 +15,11 @@ namespace fp4serve::kernels {
 
 class PagedKvCopy {
  public:
-  // k, v: [tokens, row] contiguous fp32, stored rounded to `dtype`. `layers` layers per block,
-  // this copy's rows at `layer`.
-  PagedKvCopy(const float* k, const float* v, std::int64_t tokens, std::int64_t row, std::int64_t block_tokens,
-              std::int64_t layers = 3, std::int64_t layer = 1, std::uint64_t seed = 1, DType dtype = DType::F32);
+  // k, v: [tokens, kv_heads * head_dim] contiguous fp32, stored rounded to `dtype` in the block
+  // layout of kernels.h. `layers` layers per block, this copy's rows at `layer`.
+  PagedKvCopy(const float* k, const float* v, std::int64_t tokens, std::int64_t kv_heads, std::int64_t head_dim,
+              std::int64_t block_tokens, std::int64_t layers = 3, std::int64_t layer = 1, std::uint64_t seed = 1,
+              DType dtype = DType::F32);
   PagedKvCopy(const PagedKvCopy&) = delete;
   PagedKvCopy& operator=(const PagedKvCopy&) = delete;
   PagedKvCopy(PagedKvCopy&&) = default;

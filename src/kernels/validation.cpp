@@ -280,7 +280,7 @@ struct FamilyValidator::Impl {
           c.k = random_activations(rng, cs.past + cs.m, s.kv_heads * s.head_dim);
           c.v = random_activations(rng, cs.past + cs.m, s.kv_heads * s.head_dim);
           c.ref.resize(c.q.size());
-          c.paged = std::make_shared<PagedKvCopy>(c.k.data(), c.v.data(), cs.past + cs.m, s.kv_heads * s.head_dim,
+          c.paged = std::make_shared<PagedKvCopy>(c.k.data(), c.v.data(), cs.past + cs.m, s.kv_heads, s.head_dim,
                                                   kValidationBlockTokens, 3, 1, 1, s.kv_dtype);
           ref.attention->run(attention_args(c, s, c.ref.data()));
           d.cases.push_back(std::move(c));

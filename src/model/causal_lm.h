@@ -32,7 +32,8 @@ struct StateSpec {
   std::int64_t conv_state_floats = 0;       // per linear layer
   std::int64_t recurrent_state_floats = 0;  // per linear layer
 
-  // Elements of one KV block: for each attention layer, K then V, each [block_tokens, kv_row_elements].
+  // Elements of one KV block: for each attention layer, K then V, each [num_key_value_heads,
+  // block_tokens, head_dim] (kernels/kernels.h, AttentionArgs).
   std::int64_t kv_block_elements(std::int64_t block_tokens) const {
     return attention_layers * 2 * block_tokens * kv_row_elements;
   }
@@ -49,7 +50,7 @@ struct SequenceState {
   // KV blocks covering at least past + m tokens. Block b holds positions [b*B, (b+1)*B) with
   // B = block_tokens; attention layer l's keys start at element 2*l*B*kv_row_elements of
   // blocks[b] and its values at element (2*l + 1)*B*kv_row_elements, elements of kv_dtype
-  // (which must be the model's kv_cache_dtype()).
+  // (which must be the model's kv_cache_dtype()), KV head by KV head (kernels/kernels.h).
   std::span<std::byte* const> kv_blocks;
   DType kv_dtype = DType::F32;
   std::int64_t block_tokens = 0;

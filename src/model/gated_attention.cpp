@@ -58,7 +58,7 @@ void gated_attention(const Context& ctx, const AttentionWeights& w, std::int64_t
   // Per sequence: write the new keys and values into its paged cache, then attend.
   for (const SequenceRows& s : seqs) {
     const SequenceState& st = *s.state;
-    store_new_kv(st, attention_index, kv_row, s.m, k + s.begin * kv_row, v + s.begin * kv_row);
+    store_new_kv(st, attention_index, kv_row, D, s.m, k + s.begin * kv_row, v + s.begin * kv_row);
     kernels::AttentionArgs args;
     args.q = q + s.begin * Hq * D;
     args.out = attn + s.begin * Hq * D;

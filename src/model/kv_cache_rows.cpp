@@ -15,15 +15,15 @@ std::int64_t key_offset(const SequenceState& st, std::int64_t layer, std::int64_
 
 }  // namespace
 
-void store_new_kv(const SequenceState& st, std::int64_t layer, std::int64_t row, std::int64_t m, const float* k,
-                  const float* v) {
-  const std::int64_t B = st.block_tokens, k_offset = key_offset(st, layer, row), v_offset = k_offset + B * row;
-  const auto bytes = static_cast<std::int64_t>(kernels::kv_element_bytes(st.kv_dtype));
+void store_new_kv(const SequenceState& st, std::int64_t layer, std::int64_t row, std::int64_t head_dim, std::int64_t m,
+                  const float* k, const float* v) {
+  const std::int64_t B = st.block_tokens, k_offset = key_offset(st, layer, row);
+  const kernels::KvBlockSide keys{k_offset, B, row / head_dim, head_dim}, values{k_offset + B * row, B, row / head_dim, head_dim};
   for (std::int64_t t = 0; t < m; ++t) {
-    const std::int64_t p = st.past + t, slot = (p % B) * row;
+    const std::int64_t p = st.past + t;
     std::byte* block = st.kv_blocks[static_cast<std::size_t>(p / B)];
-    kernels::store_kv_row(block + (k_offset + slot) * bytes, st.kv_dtype, k + t * row, row);
-    kernels::store_kv_row(block + (v_offset + slot) * bytes, st.kv_dtype, v + t * row, row);
+    kernels::store_kv_token(block, st.kv_dtype, keys, p % B, k + t * row);
+    kernels::store_kv_token(block, st.kv_dtype, values, p % B, v + t * row);
   }
 }
 

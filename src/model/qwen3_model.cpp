@@ -113,7 +113,7 @@ void Qwen3Model::attention(const DecoderLayerWeights& layer, std::int64_t layer_
     const SequenceState& st = *chunks[ci].state;
     const std::int64_t r0 = s.first_row[ci], m = s.first_row[ci + 1] - r0;
     // The new keys and values go to their positions' slots in the sequence's blocks.
-    store_new_kv(st, layer_index, row_floats, m, s.k.data() + r0 * row_floats, s.v.data() + r0 * row_floats);
+    store_new_kv(st, layer_index, row_floats, D, m, s.k.data() + r0 * row_floats, s.v.data() + r0 * row_floats);
     args.q = s.q.data() + r0 * Hq * D;
     args.out = s.attn.data() + r0 * Hq * D;
     point_attention_at_kv(st, layer_index, row_floats, m, args);

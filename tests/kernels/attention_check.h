@@ -46,7 +46,7 @@ inline void expect_attention_matches_reference(const AttentionCase& c, std::uint
   const auto k = random_activations(rng, total, c.kv * c.dim, amplitude);
   const auto v = random_activations(rng, total, c.kv * c.dim);
   std::vector<float> want(q.size());
-  const PagedKvCopy contiguous(k.data(), v.data(), total, c.kv * c.dim, total, 1, 0, 1, dtype);
+  const PagedKvCopy contiguous(k.data(), v.data(), total, c.kv, c.dim, total, 1, 0, 1, dtype);
   AttentionArgs a = attention_args(c, contiguous, q.data(), want.data());
   reference_kernels().attention->run(a);
   const auto label = [&](const char* who, std::int64_t block) {
@@ -54,7 +54,7 @@ inline void expect_attention_matches_reference(const AttentionCase& c, std::uint
                                 << " past=" << c.past << " block_tokens=" << block << " kv dtype " << dtype_name(dtype);
   };
   for (const std::int64_t block : {std::int64_t{1}, std::int64_t{5}, std::int64_t{16}}) {
-    const PagedKvCopy paged(k.data(), v.data(), total, c.kv * c.dim, block, 3, 1, 1, dtype);
+    const PagedKvCopy paged(k.data(), v.data(), total, c.kv, c.dim, block, 3, 1, 1, dtype);
     paged.point(a);
     std::vector<float> ref_paged(want.size(), NAN);
     a.out = ref_paged.data();

@@ -7,8 +7,12 @@
 // caches of fp32, f16 and bf16 elements (each path is a template over the element type).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "kernels/attention_check.h"
 #include "kernels/attention_split.h"
+#include "kernels/kv_cache.h"
 #include "kernels/online_softmax.h"
 #include "kernels/validation.h"
 #include "util/error.h"
@@ -101,7 +105,7 @@ TEST(AttentionPaths, SixteenBitCachesHoldRoundedRows) {
   const auto k = random_activations(rng, total, row);
   const auto v = random_activations(rng, total, row);
   auto run = [&](DType dtype) {
-    const PagedKvCopy cache(k.data(), v.data(), total, row, 16, 3, 1, 1, dtype);
+    const PagedKvCopy cache(k.data(), v.data(), total, c.kv, c.dim, 16, 3, 1, 1, dtype);
     std::vector<float> out(q.size());
     reference_kernels().attention->run(testing::attention_args(c, cache, q.data(), out.data()));
     return out;
@@ -115,9 +119,32 @@ TEST(AttentionPaths, SixteenBitCachesHoldRoundedRows) {
   EXPECT_LT(eb16, 2e-2);
 }
 
+TEST(AttentionPaths, TokenRowsLieHeadByHeadInABlock) {
+  // kernels.h's layout: KV head g's row at slot s starts at element side_offset + (g * B + s) *
+  // head_dim, so each head's rows of a block are one run. A token's row written there reads back
+  // element by element, and nothing else in the block is touched.
+  const KvBlockSide side{5, 3, 2, 4};  // offset 5, 3 slots, 2 KV heads of 4
+  const std::int64_t elements = 5 + 2 * 3 * 4 + 7;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    const auto bytes = static_cast<std::int64_t>(kv_element_bytes(dtype));
+    std::vector<std::byte> block(static_cast<std::size_t>(elements * bytes));
+    const std::vector<float> nans(static_cast<std::size_t>(elements), NAN);
+    store_kv_row(block.data(), dtype, nans.data(), elements);
+    const float row[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    store_kv_token(block.data(), dtype, side, 1, row);
+    for (std::int64_t e = 0; e < elements; ++e) {
+      const float x = load_kv_element(block.data(), dtype, e);
+      if (e >= 9 && e < 13) EXPECT_EQ(x, row[e - 9]) << "head 0, element " << e;          // 5 + (0 * 3 + 1) * 4
+      else if (e >= 21 && e < 25) EXPECT_EQ(x, row[4 + e - 21]) << "head 1, element " << e;  // 5 + (1 * 3 + 1) * 4
+      else EXPECT_TRUE(std::isnan(x)) << "element " << e << " was written";
+    }
+    for (std::int64_t j = 0; j < 8; ++j) EXPECT_EQ(load_kv_token_element(block.data(), dtype, side, 1, j), row[j]) << j;
+  }
+}
+
 TEST(AttentionPaths, UnsupportedCacheTypeIsAClearError) {
   const auto q = std::vector<float>(64, 0.5f), kv = std::vector<float>(32, 0.25f);
-  const PagedKvCopy cache(kv.data(), kv.data(), 1, 32, 16);
+  const PagedKvCopy cache(kv.data(), kv.data(), 1, 2, 16, 16);
   std::vector<float> out(64);
   AttentionArgs a;
   a.q = q.data();

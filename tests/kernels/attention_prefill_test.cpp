@@ -66,7 +66,7 @@ TEST(AttentionPrefill, PeakedScoresInLaterChunksMatchReference) {
 // out for case c from `tiles` with `threads` deciding the tile size.
 std::vector<float> tiles_output(const Tiles& tiles, const Case& c, const std::vector<float>& q, const std::vector<float>& k,
                                 const std::vector<float>& v, std::int64_t threads) {
-  const PagedKvCopy cache(k.data(), v.data(), c.past + c.m, c.kv * c.dim, 16);
+  const PagedKvCopy cache(k.data(), v.data(), c.past + c.m, c.kv, c.dim, 16);
   std::vector<float> out(q.size(), NAN);
   tiles.run(testing::attention_args(c, cache, q.data(), out.data()), threads);
   return out;

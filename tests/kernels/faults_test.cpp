@@ -85,7 +85,7 @@ bool real_call_gives_nan(const KernelSet& k, OpFamily f) {
     case OpFamily::Attention: {
       const auto q = random_activations(rng, 1, 4 * 16), kv = random_activations(rng, 3, 2 * 16);
       out.resize(q.size());
-      const PagedKvCopy paged(kv.data(), kv.data(), 3, 2 * 16, 2);
+      const PagedKvCopy paged(kv.data(), kv.data(), 3, 2, 16, 2);
       AttentionArgs a;
       a.q = q.data();
       a.out = out.data();

@@ -20,7 +20,7 @@ namespace fp4serve::test_kv {
 class SequenceKv {
  public:
   SequenceKv(const CausalLM& model, std::int64_t capacity, std::int64_t block_tokens = 0, std::uint64_t seed = 1)
-      : spec_(model.state_spec()), block_tokens_(block_tokens > 0 ? block_tokens : capacity) {
+      : spec_(model.state_spec()), head_dim_(model.config().head_dim), block_tokens_(block_tokens > 0 ? block_tokens : capacity) {
     const std::int64_t blocks = (capacity + block_tokens_ - 1) / block_tokens_;
     storage_.resize(static_cast<std::size_t>(blocks));
     const std::vector<float> nans(static_cast<std::size_t>(spec_.kv_block_elements(block_tokens_)), NAN);
@@ -47,21 +47,24 @@ class SequenceKv {
     state.past += static_cast<std::int64_t>(tokens.size());
   }
 
-  // Element j of layer l's key (or value) row at position p, widened to fp32.
-  float key(std::int64_t l, std::int64_t p, std::int64_t j) const { return kernels::load_kv_element(row(2 * l, p), spec_.kv_dtype, j); }
-  float value(std::int64_t l, std::int64_t p, std::int64_t j) const {
-    return kernels::load_kv_element(row(2 * l + 1, p), spec_.kv_dtype, j);
-  }
+  // Element j of layer l's key (or value) row at position p (all KV heads, head by head), widened
+  // to fp32.
+  float key(std::int64_t l, std::int64_t p, std::int64_t j) const { return element(2 * l, p, j); }
+  float value(std::int64_t l, std::int64_t p, std::int64_t j) const { return element(2 * l + 1, p, j); }
   std::int64_t row_elements() const { return spec_.kv_row_elements; }
 
   SequenceState state;
 
  private:
-  const std::byte* row(std::int64_t slab, std::int64_t p) const {
-    return blocks_[static_cast<std::size_t>(p / block_tokens_)] +
-           (slab * block_tokens_ + p % block_tokens_) * spec_.kv_row_elements * static_cast<std::int64_t>(kernels::kv_element_bytes(spec_.kv_dtype));
+  // The block layout of kernels/kernels.h, read through kv_cache.h's accessor.
+  float element(std::int64_t slab, std::int64_t p, std::int64_t j) const {
+    const kernels::KvBlockSide side{slab * block_tokens_ * spec_.kv_row_elements, block_tokens_, spec_.kv_row_elements / head_dim_,
+                                    head_dim_};
+    return kernels::load_kv_token_element(blocks_[static_cast<std::size_t>(p / block_tokens_)], spec_.kv_dtype, side,
+                                          p % block_tokens_, j);
   }
   StateSpec spec_;
+  std::int64_t head_dim_;
   std::int64_t block_tokens_;
   std::vector<std::vector<std::byte>> storage_;
   std::vector<std::byte*> blocks_;

@@ -42,15 +42,15 @@ __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 
 // scores[p] = q . k_p * scale for p < visible; four keys per pass share each load of q.
 template <Kv E>
-void key_scores(const AttentionArgs& a, const float* q, std::int64_t head_offset, std::int64_t visible, float* scores) {
-  const std::int64_t D = a.head_dim, kv_stride = a.num_kv_heads * D, off = a.k_offset + head_offset;
+void key_scores(const AttentionArgs& a, const float* q, std::int64_t kvh, std::int64_t visible, float* scores) {
+  const std::int64_t D = a.head_dim;
   const __m128 scale = _mm_set1_ps(a.scale);
   std::int64_t p = 0;
   for (; p + 4 <= visible; p += 4) {
-    const std::byte* k0 = kv_row<E>(a, off, kv_stride, p);
-    const std::byte* k1 = kv_row<E>(a, off, kv_stride, p + 1);
-    const std::byte* k2 = kv_row<E>(a, off, kv_stride, p + 2);
-    const std::byte* k3 = kv_row<E>(a, off, kv_stride, p + 3);
+    const std::byte* k0 = kv_row<E>(a, a.k_offset, kvh, p);
+    const std::byte* k1 = kv_row<E>(a, a.k_offset, kvh, p + 1);
+    const std::byte* k2 = kv_row<E>(a, a.k_offset, kvh, p + 2);
+    const std::byte* k3 = kv_row<E>(a, a.k_offset, kvh, p + 3);
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (std::int64_t d = 0; d < D; d += 8) {
       const __m256 qd = _mm256_loadu_ps(q + d);
@@ -62,7 +62,7 @@ void key_scores(const AttentionArgs& a, const float* q, std::int64_t head_offset
     _mm_storeu_ps(scores + p, _mm_mul_ps(hsum4(a0, a1, a2, a3), scale));
   }
   for (; p < visible; ++p) {
-    const std::byte* k = kv_row<E>(a, off, kv_stride, p);
+    const std::byte* k = kv_row<E>(a, a.k_offset, kvh, p);
     __m256 acc = _mm256_setzero_ps();
     for (std::int64_t d = 0; d < D; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load8<E>(k, d), acc);
     scores[p] = hsum(acc) * a.scale;
@@ -71,15 +71,14 @@ void key_scores(const AttentionArgs& a, const float* q, std::int64_t head_offset
 
 // out[d0 .. d0 + 8V) = inv * sum_p scores[p] * v_p[d0 ..].
 template <Kv E, int V>
-void value_pass(const AttentionArgs& a, const float* scores, std::int64_t head_offset, std::int64_t visible, std::int64_t d0,
+void value_pass(const AttentionArgs& a, const float* scores, std::int64_t kvh, std::int64_t visible, std::int64_t d0,
                 float inv, float* out) {
-  const std::int64_t kv_stride = a.num_kv_heads * a.head_dim, off = a.v_offset + head_offset + d0;
   __m256 acc[V];
   for (int j = 0; j < V; ++j) acc[j] = _mm256_setzero_ps();
   for (std::int64_t b0 = 0; b0 < visible; b0 += a.block_tokens) {  // one cache block at a time
     const std::int64_t b1 = b0 + a.block_tokens < visible ? b0 + a.block_tokens : visible;
-    const std::byte* v = kv_row<E>(a, off, kv_stride, b0);
-    for (std::int64_t p = b0; p < b1; ++p, v += kv_stride * kKvElementBytes<E>) {
+    const std::byte* v = kv_row<E>(a, a.v_offset, kvh, b0) + d0 * kKvElementBytes<E>;
+    for (std::int64_t p = b0; p < b1; ++p, v += a.head_dim * kKvElementBytes<E>) {
       const __m256 s = _mm256_set1_ps(scores[p]);
       for (int j = 0; j < V; ++j) acc[j] = _mm256_fmadd_ps(s, load8<E>(v, 8 * j), acc[j]);
     }
@@ -91,15 +90,15 @@ void value_pass(const AttentionArgs& a, const float* scores, std::int64_t head_o
 template <Kv E>
 void one_head(const AttentionArgs& a, std::int64_t i, std::int64_t h) {
   const std::int64_t D = a.head_dim, visible = a.past + i + 1;
-  const std::int64_t head_offset = h / (a.num_heads / a.num_kv_heads) * D;
+  const std::int64_t kvh = h / (a.num_heads / a.num_kv_heads);
   const float* q = a.q + (i * a.num_heads + h) * D;
   float* scores = static_cast<float*>(thread_scratch(kScratchAttention, static_cast<std::size_t>(visible) * sizeof(float)));
-  key_scores<E>(a, q, head_offset, visible, scores);
+  key_scores<E>(a, q, kvh, visible, scores);
   const float inv = static_cast<float>(1.0 / avx2::softmax_numerators(scores, visible));
   float* out = a.out + (i * a.num_heads + h) * D;
   std::int64_t d0 = 0;
-  for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) value_pass<E, kValueVecs>(a, scores, head_offset, visible, d0, inv, out);
-  for (; d0 < D; d0 += 8) value_pass<E, 1>(a, scores, head_offset, visible, d0, inv, out);
+  for (; d0 + 8 * kValueVecs <= D; d0 += 8 * kValueVecs) value_pass<E, kValueVecs>(a, scores, kvh, visible, d0, inv, out);
+  for (; d0 < D; d0 += 8) value_pass<E, 1>(a, scores, kvh, visible, d0, inv, out);
 }
 
 constexpr std::int64_t kGroupBlock = 8;  // positions per block on the grouped path
@@ -132,7 +131,7 @@ void add_values(const std::byte* const* rows, std::int64_t n, const float* score
 template <Kv E>
 void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std::int64_t first, std::int64_t last,
                     const SlicePartial* part) {
-  const std::int64_t D = a.head_dim, visible = last - first, kv_stride = a.num_kv_heads * D;
+  const std::int64_t D = a.head_dim, visible = last - first;
   const std::int64_t G = a.num_heads / a.num_kv_heads, h0 = g * G;
   const std::int64_t stride = (visible + kGroupBlock - 1) / kGroupBlock * kGroupBlock;  // scores row per head
   float* scores = static_cast<float*>(
@@ -156,7 +155,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
     // Past the last position, row 0 again: its scores land in the row's padding, never read.
     for (std::int64_t j = 0; j < kGroupBlock; ++j)
-      rows[j] = kv_row<E>(a, a.k_offset + g * D, kv_stride, first + p0 + (j < n ? j : 0));
+      rows[j] = kv_row<E>(a, a.k_offset, g, first + p0 + (j < n ? j : 0));
     widen(kGroupBlock);
     for (std::int64_t h = 0; h < G; ++h) {
       __m256 acc[kGroupBlock];
@@ -174,7 +173,7 @@ void kv_group_range(const AttentionArgs& a, std::int64_t i, std::int64_t g, std:
   for (std::int64_t x = 0; x < G * D; x += 8) _mm256_storeu_ps(accs + x, _mm256_setzero_ps());
   for (std::int64_t p0 = 0; p0 < visible; p0 += kGroupBlock) {
     const std::int64_t n = visible - p0 < kGroupBlock ? visible - p0 : kGroupBlock;
-    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.v_offset + g * D, kv_stride, first + p0 + j);
+    for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.v_offset, g, first + p0 + j);
     widen(n);
     for (std::int64_t h = 0; h < G; ++h) {
       std::int64_t d0 = 0;

@@ -148,7 +148,7 @@ constexpr PrefillVectorOps kVectorOps{avx2::softmax_numerators, row_max, scale_f
 template <Kv E>
 void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int64_t g) {
   const std::int64_t D = a.head_dim, G = a.num_heads / a.num_kv_heads, Q = T * G;  // query rows: token-major
-  const std::int64_t visible_max = a.past + i0 + T, kv_stride = a.num_kv_heads * D;
+  const std::int64_t visible_max = a.past + i0 + T;
   const PrefillTileScratch tile = start_prefill_tile(a, i0, T, g, kBlock);
   float *const q = tile.q, *const o = tile.o, *const s = tile.s, *const kt = tile.keys, *const wide = tile.values;
 
@@ -158,7 +158,7 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
     // 1. Scores of every query row against the chunk's keys.
     for (std::int64_t b0 = 0; b0 < cn; b0 += kBlock) {
       const std::int64_t n = cn - b0 < kBlock ? cn - b0 : kBlock;
-      for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.k_offset + g * D, kv_stride, c0 + b0 + j);
+      for (std::int64_t j = 0; j < n; ++j) rows[j] = kv_row<E>(a, a.k_offset, g, c0 + b0 + j);
       transpose_keys<E>(rows, n, D, kt);
       for (std::int64_t r0 = 0; r0 < Q; r0 += kScoreRows) {
         const std::int64_t R = Q - r0 < kScoreRows ? Q - r0 : kScoreRows;
@@ -171,7 +171,7 @@ void tile_task(const AttentionArgs& a, std::int64_t i0, std::int64_t T, std::int
     for (std::int64_t b0 = 0; b0 < cn; b0 += kBlock) {
       const std::int64_t n = cn - b0 < kBlock ? cn - b0 : kBlock;
       for (std::int64_t j = 0; j < n; ++j) {
-        const std::byte* row = kv_row<E>(a, a.v_offset + g * D, kv_stride, c0 + b0 + j);
+        const std::byte* row = kv_row<E>(a, a.v_offset, g, c0 + b0 + j);
         for (std::int64_t d = 0; d < D; d += 8) _mm256_store_ps(wide + j * D + d, load8<E>(row, d));
       }
       for_each_value_span(a, i0, T, kValueRows, c0 + b0, n,

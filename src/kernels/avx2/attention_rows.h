@@ -26,10 +26,11 @@ inline __m256 load8(const std::byte* row, std::int64_t i) {
   }
 }
 
-// Position p's row from element `offset` of its block; kv_stride elements per position.
+// Position p's row of KV head g on one cache side (`side`: a.k_offset or a.v_offset), in the
+// layout of kernels.h: within a block, each KV head's rows are contiguous, head_dim elements apart.
 template <Kv E>
-const std::byte* kv_row(const AttentionArgs& a, std::int64_t offset, std::int64_t kv_stride, std::int64_t p) {
-  return a.kv_blocks[p / a.block_tokens] + (offset + (p % a.block_tokens) * kv_stride) * kKvElementBytes<E>;
+const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t g, std::int64_t p) {
+  return a.kv_blocks[p / a.block_tokens] + (side + (g * a.block_tokens + p % a.block_tokens) * a.head_dim) * kKvElementBytes<E>;
 }
 
 }  // namespace

@@ -28,13 +28,14 @@ inline __m512 load16(const std::byte* row, std::int64_t i) {
   }
 }
 
-// Row p of one cache side (key or value) of one KV head, walking positions in order.
+// Row p of one cache side (key or value) of one KV head, walking positions in order. In the
+// layout of kernels.h a KV head's rows are contiguous within a block, head_dim elements apart.
 class RowWalker {
  public:
   RowWalker(const AttentionArgs& a, std::int64_t side_offset, std::int64_t kvh, std::int64_t first = 0)
       : blocks_(a.kv_blocks), block_tokens_(a.block_tokens),
-        stride_(a.num_kv_heads * a.head_dim * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))),
-        offset_((side_offset + kvh * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))) {
+        stride_(a.head_dim * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))),
+        offset_((side_offset + kvh * a.block_tokens * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype))) {
     if (first > 0) {
       block_ = first / block_tokens_;
       in_block_ = first % block_tokens_;

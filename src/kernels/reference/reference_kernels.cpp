@@ -120,9 +120,11 @@ class ReferenceMoe final : public MoeKernel {
   }
 };
 
-// Position p's row of one cache side, from element `head` of it.
-const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t row, std::int64_t p, std::int64_t head) {
-  return a.kv_blocks[p / a.block_tokens] + (side + (p % a.block_tokens) * row + head) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
+// Position p's row of KV head g on one cache side (kernels.h: within a block, each KV head's rows
+// are contiguous).
+const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t p, std::int64_t g) {
+  return a.kv_blocks[p / a.block_tokens] +
+         (side + (g * a.block_tokens + p % a.block_tokens) * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
 }
 
 // Per (query token, head), split over the thread pool: scores q.k in fp64 (dot), softmax, then
@@ -131,12 +133,12 @@ const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t 
 class ReferenceAttention final : public AttentionKernel {
  public:
   void run(const AttentionArgs& a) const override {
-    const std::int64_t D = a.head_dim, group = a.num_heads / a.num_kv_heads, row = a.num_kv_heads * D;
+    const std::int64_t D = a.head_dim, group = a.num_heads / a.num_kv_heads;
     parallel_for(a.m * a.num_heads, 1, [&](std::int64_t t0, std::int64_t t1) {
       std::vector<float> scores, wide(static_cast<std::size_t>(D));
       std::vector<double> acc(static_cast<std::size_t>(D));
       auto widen = [&](std::int64_t side, std::int64_t p, std::int64_t kvh) {
-        const std::byte* r = kv_row(a, side, row, p, kvh * D);
+        const std::byte* r = kv_row(a, side, p, kvh);
         for (std::int64_t d = 0; d < D; ++d) wide[static_cast<std::size_t>(d)] = load_kv_element(r, a.kv_dtype, d);
         return wide.data();
       };
