@@ -50,17 +50,19 @@ void store_kv_row(std::byte* dst, DType dtype, const float* src, std::int64_t n)
   }
 }
 
+std::int64_t kv_head_row_element(const KvBlockSide& side, std::int64_t g, std::int64_t slot) {
+  return side.side_offset + (g * side.block_tokens + slot) * side.head_dim;
+}
+
 void store_kv_token(std::byte* block, DType dtype, const KvBlockSide& side, std::int64_t slot, const float* src) {
   const auto bytes = static_cast<std::int64_t>(kv_element_bytes(dtype));
   for (std::int64_t g = 0; g < side.kv_heads; ++g)
-    store_kv_row(block + (side.side_offset + (g * side.block_tokens + slot) * side.head_dim) * bytes, dtype,
-                 src + g * side.head_dim, side.head_dim);
+    store_kv_row(block + kv_head_row_element(side, g, slot) * bytes, dtype, src + g * side.head_dim, side.head_dim);
 }
 
 float load_kv_token_element(const std::byte* block, DType dtype, const KvBlockSide& side, std::int64_t slot, std::int64_t j) {
-  const std::int64_t g = j / side.head_dim, d = j % side.head_dim;
   const auto bytes = static_cast<std::int64_t>(kv_element_bytes(dtype));
-  return load_kv_element(block + (side.side_offset + (g * side.block_tokens + slot) * side.head_dim) * bytes, dtype, d);
+  return load_kv_element(block + kv_head_row_element(side, j / side.head_dim, slot) * bytes, dtype, j % side.head_dim);
 }
 
 float load_kv_element(const std::byte* row, DType dtype, std::int64_t i) {

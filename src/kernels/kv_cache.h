@@ -34,6 +34,8 @@ struct KvBlockSide {
   std::int64_t kv_heads = 0;
   std::int64_t head_dim = 0;
 };
+// Elements from a block's start to KV head g's row at `slot`: the layout's one formula.
+std::int64_t kv_head_row_element(const KvBlockSide& side, std::int64_t g, std::int64_t slot);
 // Writes one position's row (kv_heads * head_dim floats, head by head) to its slot of `block`.
 void store_kv_token(std::byte* block, DType dtype, const KvBlockSide& side, std::int64_t slot, const float* src);
 // Element j (head j / head_dim) of the row at `slot`, widened to fp32.

@@ -39,7 +39,8 @@ namespace {
 // The NVFP4 loop of dequantize_row below for AVX-512: each block's 16 codes as lanes, looked up
 // in the same 16-entry table and multiplied by the same block scale, so the same bits per
 // element (tested against nvfp4::dequantize); validation dequantizes every weight row it uses at
-// each start, and this made the MoE's reference outputs ≈ 2x quicker (docs/perf.md, session 35).
+// each start, most of them for the MoE's reference outputs, which this took from 137-158 to
+// 102-131 ms on Qwen3-30B-A3B's shapes (docs/perf.md, session 35).
 // GCC 12 reads the unmasked intrinsics' undefined pass-through operand as uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

@@ -9,6 +9,7 @@
 #include "kernels/backend.h"
 #include "kernels/model_shapes.h"
 #include "kernels/registry.h"
+#include "kernels/validation.h"
 #include "util/error.h"
 
 namespace fp4serve::kernels {
@@ -69,6 +70,23 @@ TEST(Registry, AutoPicksTheFastestRunnableBackend) {
   EXPECT_NE(k.moe, nullptr);
   EXPECT_NE(k.attention, nullptr);
   EXPECT_NE(r.to_text().find("fp4-gemm"), std::string::npos);
+}
+
+TEST(Registry, TheReferenceValidatesAgainstItsOwnOutputsExactly) {
+  // Validation builds the expected outputs in bulk (a GEMM shape's row counts in one reference
+  // call); run case by case, the reference must reproduce them bit for bit in every family.
+  const Backend* reference = nullptr;
+  for (const Backend& b : compiled_backends())
+    if (b.name == "reference") reference = &b;
+  ASSERT_NE(reference, nullptr);
+  for (OpFamily f : {OpFamily::DenseGemm, OpFamily::Fp4Gemm, OpFamily::Moe, OpFamily::Attention, OpFamily::LinearAttention}) {
+    FamilyValidator validator(f, builtin_shapes(), 77);
+    ASSERT_FALSE(validator.empty()) << family_name(f);
+    Verdict v;
+    validator.validate(reference->family(f), v);
+    EXPECT_EQ(v.status, VerdictStatus::Passed) << family_name(f) << ": " << v.reason;
+    EXPECT_EQ(v.error, 0.0) << family_name(f);
+  }
 }
 
 TEST(Registry, AutoNeverRoundsActivationsToBf16UnlessAllowed) {

@@ -11,8 +11,8 @@ namespace {
 // sums. Products of two floats are exact in fp64, so a fused multiply-add rounds as a multiply
 // then an add does; the AVX2 and AVX-512 copies are this loop compiled for those ISAs (the
 // partial sums become vector lanes, each summed in the same order), so the machine sets only the
-// speed. Validation computes the reference outputs at every start: with these copies and the
-// four rows, ≈ 2.5x quicker (docs/perf.md, session 35).
+// speed. Validation computes the reference outputs at every start; these copies, with session
+// 35's other changes to them, made that ≈ 2.4x quicker (docs/perf.md).
 template <int R>
 inline __attribute__((always_inline)) void dots_body(const float* a, std::size_t lda, const float* b, std::size_t k,
                                                      double* out) {

@@ -120,11 +120,11 @@ class ReferenceMoe final : public MoeKernel {
   }
 };
 
-// Position p's row of KV head g on one cache side (kernels.h: within a block, each KV head's rows
-// are contiguous).
+// Position p's row of KV head g on one cache side (kv_cache.h, the layout's one formula).
 const std::byte* kv_row(const AttentionArgs& a, std::int64_t side, std::int64_t p, std::int64_t g) {
+  const KvBlockSide at{side, a.block_tokens, a.num_kv_heads, a.head_dim};
   return a.kv_blocks[p / a.block_tokens] +
-         (side + (g * a.block_tokens + p % a.block_tokens) * a.head_dim) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
+         kv_head_row_element(at, g, p % a.block_tokens) * static_cast<std::int64_t>(kv_element_bytes(a.kv_dtype));
 }
 
 // Per (query token, head), split over the thread pool: scores q.k in fp64 (dot), softmax, then
