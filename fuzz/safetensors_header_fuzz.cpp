@@ -4,10 +4,13 @@
 //
 // Each input is tried twice: as a whole file image (length prefix + JSON + data), which is what
 // SafetensorsFile::open sees, and as bare header JSON with a data section of 4096 bytes, so that
-// mutations of the JSON are not all lost to a length prefix that no longer matches.
+// mutations of the JSON are not all lost to a length prefix that no longer matches. The bare JSON
+// also goes through the checked parser alone: the quick path (simdjson) must never change the
+// outcome, neither the header nor the error message.
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "formats/dtype.h"
@@ -43,12 +46,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_invariants(h);
   } catch (const fp4serve::Error&) {
   }
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  std::string error, checked_error;
+  fp4serve::SafetensorsHeader h, checked;
   try {
-    const std::string_view text(reinterpret_cast<const char*>(data), size);
-    const auto h = fp4serve::parse_safetensors_header(text, 4096, "fuzz-header");
+    h = fp4serve::parse_safetensors_header(text, 4096, "fuzz-header");
     check(h.data_size == 4096 && h.header_size == size);
     check_invariants(h);
-  } catch (const fp4serve::Error&) {
+  } catch (const fp4serve::Error& e) {
+    error = e.what();
+  }
+  try {
+    checked = fp4serve::parse_safetensors_header_checked(text, 4096, "fuzz-header");
+  } catch (const fp4serve::Error& e) {
+    checked_error = e.what();
+  }
+  check(error == checked_error && h.metadata == checked.metadata && h.tensors.size() == checked.tensors.size());
+  for (std::size_t i = 0; i < h.tensors.size(); ++i) {
+    const auto &a = h.tensors[i], &b = checked.tensors[i];
+    check(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.begin == b.begin && a.end == b.end);
   }
   return 0;
 }

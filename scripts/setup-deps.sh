@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   nlohmann-json3-dev libcli11-dev
+  libsimdjson-dev  # the large JSON of big checkpoints (safetensors headers, the shard index)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes for the fuzz job
   libpcre2-dev libutf8proc-dev  # tokenizer: Unicode regex classes and NFC

@@ -41,7 +41,7 @@ class Checkpoint {
 
  private:
   void add_file(const std::filesystem::path& path);
-  void add_opened(SafetensorsFile file);
+  void add_opened(std::vector<SafetensorsFile> files);
   void open_sharded(const std::filesystem::path& index_path);
 
   std::filesystem::path dir_;

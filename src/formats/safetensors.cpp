@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/safetensors_plain_header.h"
 #include "util/error.h"
 
 namespace fp4serve {
@@ -250,10 +251,22 @@ std::int64_t TensorInfo::numel() const {
   return n;
 }
 
-SafetensorsHeader parse_safetensors_header(std::string_view text, std::uint64_t data_size,
-                                           std::string_view source) {
-  const HeaderEntries entries = parse_json(text, source);
+namespace {
 
+// Both parsers end here: tensors in offset order, and the layout rule checked.
+SafetensorsHeader sorted_and_checked(SafetensorsHeader header, std::string_view source) {
+  std::sort(header.tensors.begin(), header.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
+  });
+  check_layout(header.tensors, header.data_size, source);
+  return header;
+}
+
+}  // namespace
+
+SafetensorsHeader parse_safetensors_header_checked(std::string_view text, std::uint64_t data_size,
+                                                   std::string_view source) {
+  const HeaderEntries entries = parse_json(text, source);
   SafetensorsHeader header;
   header.header_size = text.size();
   header.data_size = data_size;
@@ -265,11 +278,19 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, std::uint64_t 
       header.tensors.push_back(parse_tensor(name, entry, data_size, source));
     }
   }
-  std::sort(header.tensors.begin(), header.tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
-    return std::tie(a.begin, a.end, a.name) < std::tie(b.begin, b.end, b.name);
-  });
-  check_layout(header.tensors, data_size, source);
-  return header;
+  return sorted_and_checked(std::move(header), source);
+}
+
+SafetensorsHeader parse_safetensors_header(std::string_view text, std::uint64_t data_size,
+                                           std::string_view source) {
+  auto plain = parse_plain_safetensors_header(text, data_size);
+  if (!plain) return parse_safetensors_header_checked(text, data_size, source);  // unusual or wrong
+  SafetensorsHeader header;
+  header.header_size = text.size();
+  header.data_size = data_size;
+  header.tensors = std::move(plain->tensors);
+  header.metadata = std::move(plain->metadata);
+  return sorted_and_checked(std::move(header), source);
 }
 
 SafetensorsHeader parse_safetensors_image(std::span<const std::uint8_t> image, std::string_view source) {

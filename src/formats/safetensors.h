@@ -37,8 +37,14 @@ inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100ull << 20;
 
 // Parses and validates the JSON header. `data_size` is the length of the data section;
 // `source` (usually the file path) prefixes every error message.
+// The plain layout every writer produces goes through simdjson (safetensors_plain_header.h); the
+// rest through the checked parser below, so the result and every error are the checked parser's.
 SafetensorsHeader parse_safetensors_header(std::string_view json, std::uint64_t data_size,
                                            std::string_view source);
+// The checked parser alone (nlohmann, one small DOM per entry): the reference the quick path is
+// tested and fuzzed against.
+SafetensorsHeader parse_safetensors_header_checked(std::string_view json, std::uint64_t data_size,
+                                                   std::string_view source);
 
 // Parses a whole file image (length prefix + header + data). Used by open() and by the fuzzer.
 SafetensorsHeader parse_safetensors_image(std::span<const std::uint8_t> image, std::string_view source);
