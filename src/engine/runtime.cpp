@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 
 #include "engine/generation_config.h"
 #include "util/error.h"
@@ -19,6 +20,14 @@ Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOption
   const auto start = std::chrono::steady_clock::now();
   Runtime rt;
   rt.model_dir = model_dir;
+  // The tokenizer needs only its own file. Read on a second thread, it fills the core that the
+  // weights' index, quantization and loader steps leave idle (docs/perf.md, session 36). A
+  // failure surfaces at get(), after any error of the weights themselves.
+  std::future<std::optional<tokenizer::Tokenizer>> tokenizer = std::async(std::launch::async, [&model_dir] {
+    std::optional<tokenizer::Tokenizer> t;
+    if (std::filesystem::exists(model_dir / "tokenizer.json")) t = tokenizer::Tokenizer::from_model_dir(model_dir);
+    return t;
+  });
   ModelWeights weights = load_model_weights(model_dir);
   rt.warnings = weights.quantization.warnings;
   rt.warnings.insert(rt.warnings.end(), weights.warnings.begin(), weights.warnings.end());
@@ -40,7 +49,7 @@ Runtime open_runtime(const std::filesystem::path& model_dir, const RuntimeOption
   rt.kernels = kernels::select_kernels(options.backends, weights.config, weights.quantization);
   rt.model = make_causal_lm(std::move(weights), rt.kernels->kernels(), options.backends.semantics);
   rt.model->set_kv_cache_dtype(options.backends.kv_cache_dtype);  // the type the attention backend was validated on
-  if (std::filesystem::exists(model_dir / "tokenizer.json")) rt.tokenizer = tokenizer::Tokenizer::from_model_dir(model_dir);
+  rt.tokenizer = tokenizer.get();
   rt.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rt;
 }
