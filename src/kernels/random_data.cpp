@@ -7,6 +7,7 @@
 
 #include "numerics/scalar_formats.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace fp4serve::kernels {
 
@@ -102,16 +103,35 @@ std::unique_ptr<OwnedWeight> random_weight(Rng& rng, SchemeKind kind, DType dtyp
       if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
         fail("random_weight: dense dtype ", dtype_name(dtype), " is not supported");
       o->data.resize(nk * size);
-      for (std::size_t i = 0; i < nk; ++i) {
-        const float v = rng.uniform(-0.05f, 0.05f);
-        if (dtype == DType::F32) {
-          std::memcpy(o->data.data() + 4 * i, &v, 4);
-        } else {
-          const std::uint16_t bits = dtype == DType::BF16 ? float_to_bf16(v) : float_to_fp16(v);
-          o->data[2 * i] = static_cast<std::uint8_t>(bits & 0xFF);
-          o->data[2 * i + 1] = static_cast<std::uint8_t>(bits >> 8);
+      std::uint8_t* bytes = o->data.data();
+      auto fill = [bytes, dtype](Rng& g, std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          const float v = g.uniform(-0.05f, 0.05f);
+          if (dtype == DType::F32) {
+            std::memcpy(bytes + 4 * i, &v, 4);
+          } else {
+            const std::uint16_t bits = dtype == DType::BF16 ? float_to_bf16(v) : float_to_fp16(v);
+            bytes[2 * i] = static_cast<std::uint8_t>(bits & 0xFF);
+            bytes[2 * i + 1] = static_cast<std::uint8_t>(bits >> 8);
+          }
         }
+      };
+      // A big matrix in pieces with generators of their own, seeded from this one and filled on
+      // the pool: the same bytes for a seed on any number of threads. One generator for all took
+      // ~1 s of a 397B checkpoint's start, whose BF16 projections get 200M random weights
+      // (docs/perf.md, session 36). Small ones keep the one stream, and so their old values.
+      constexpr std::size_t kPiece = std::size_t{1} << 18;
+      if (nk <= kPiece) {
+        fill(rng, 0, nk);
+        break;
       }
+      const std::uint64_t seed = rng.next();
+      parallel_for(static_cast<std::int64_t>((nk + kPiece - 1) / kPiece), 1, [&](std::int64_t p0, std::int64_t p1) {
+        for (std::int64_t p = p0; p < p1; ++p) {
+          Rng piece(seed + static_cast<std::uint64_t>(p) * 0x9E3779B97F4A7C15ull);
+          fill(piece, static_cast<std::size_t>(p) * kPiece, std::min(nk, static_cast<std::size_t>(p + 1) * kPiece));
+        }
+      });
       break;
     }
   }

@@ -13,6 +13,7 @@
 #include "kernels/reference/reference_dots.h"
 #include "kernels/weight_rows.h"
 #include "numerics/nvfp4.h"
+#include "numerics/scalar_formats.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
 
@@ -67,33 +68,41 @@ TEST(Reference, EveryDotCopyReturnsTheSameBits) {
   if (cpu_features().usable(CpuFeature::AVX2) && cpu_features().usable(CpuFeature::FMA)) widths.push_back(256);
   if (cpu_features().usable(CpuFeature::AVX512F)) widths.push_back(512);
   for (std::size_t rows : {1, 3, 4, 5, 9})
-    for (std::size_t k : {1, 7, 8, 9, 96, 100, 2048}) {
-      const auto a = random_activations(rng, static_cast<std::int64_t>(rows), static_cast<std::int64_t>(k), 10.0f);
-      const auto b = random_activations(rng, 1, static_cast<std::int64_t>(k), 10.0f);
-      std::vector<double> base(rows), got(rows);
-      reference_dots(a.data(), k, rows, b.data(), k, base.data(), 128);
-      for (std::size_t i = 0; i < rows; ++i) {
-        long double exact = 0, magnitude = 0;
-        for (std::size_t j = 0; j < k; ++j) {
-          exact += static_cast<long double>(a[i * k + j]) * b[j];
-          magnitude += std::fabs(static_cast<long double>(a[i * k + j]) * b[j]);
+    for (std::size_t cols : {1, 4, 6})
+      for (std::size_t k : {1, 7, 8, 9, 96, 100, 2048}) {
+        const auto a = random_activations(rng, static_cast<std::int64_t>(rows), static_cast<std::int64_t>(k), 10.0f);
+        const auto b = random_activations(rng, static_cast<std::int64_t>(cols), static_cast<std::int64_t>(k), 10.0f);
+        const std::size_t ldo = cols + 1;  // a gap in each output row: nothing may be written there
+        std::vector<double> base(rows * ldo, -7.0), got(rows * ldo, -7.0);
+        reference_dots(a.data(), k, rows, b.data(), k, cols, k, base.data(), ldo, 128);
+        for (std::size_t i = 0; i < rows; ++i) {
+          for (std::size_t c = 0; c < cols; ++c) {
+            long double exact = 0, magnitude = 0;
+            for (std::size_t j = 0; j < k; ++j) {
+              exact += static_cast<long double>(a[i * k + j]) * b[c * k + j];
+              magnitude += std::fabs(static_cast<long double>(a[i * k + j]) * b[c * k + j]);
+            }
+            EXPECT_LE(std::fabs(static_cast<long double>(base[i * ldo + c]) - exact), 1e-15L * magnitude)
+                << "rows " << rows << " cols " << cols << " k " << k;
+          }
+          EXPECT_EQ(base[i * ldo + cols], -7.0);
         }
-        EXPECT_LE(std::fabs(static_cast<long double>(base[i]) - exact), 1e-15L * magnitude) << "rows " << rows << " k " << k;
+        for (int bits : widths) {
+          reference_dots(a.data(), k, rows, b.data(), k, cols, k, got.data(), ldo, bits);
+          EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(double)), 0)
+              << bits << "-bit copy, rows " << rows << " cols " << cols << " k " << k;
+        }
+        reference_dots(a.data(), k, rows, b.data(), k, cols, k, got.data(), ldo);  // the copy the kernels use
+        EXPECT_EQ(std::memcmp(got.data(), base.data(), base.size() * sizeof(double)), 0)
+            << "rows " << rows << " cols " << cols << " k " << k;
       }
-      for (int bits : widths) {
-        reference_dots(a.data(), k, rows, b.data(), k, got.data(), bits);
-        EXPECT_EQ(std::memcmp(got.data(), base.data(), rows * sizeof(double)), 0) << bits << "-bit copy, rows " << rows << " k " << k;
-      }
-      reference_dots(a.data(), k, rows, b.data(), k, got.data());  // the copy the kernels use
-      EXPECT_EQ(std::memcmp(got.data(), base.data(), rows * sizeof(double)), 0) << "rows " << rows << " k " << k;
-    }
 }
 
 TEST(Reference, DotCopyOfAnUnknownWidthIsAClearError) {
   float a = 1.0f;
   double out = 0.0;
   try {
-    reference_dots(&a, 1, 1, &a, 1, &out, 384);
+    reference_dots(&a, 1, 1, &a, 1, 1, 1, &out, 1, 384);
     FAIL() << "no error for a 384-bit copy";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("bits must be 0, 128, 256 or 512, got 384"), std::string::npos) << e.what();
@@ -101,7 +110,7 @@ TEST(Reference, DotCopyOfAnUnknownWidthIsAClearError) {
   // A copy the CPU cannot run (ctest runs this with AVX-512F and AVX2 turned off as well).
   if (!cpu_features().usable(CpuFeature::AVX512F)) {
     try {
-      reference_dots(&a, 1, 1, &a, 1, &out, 512);
+      reference_dots(&a, 1, 1, &a, 1, 1, 1, &out, 1, 512);
       FAIL() << "no error for the 512-bit copy without AVX-512F";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("cannot run the 512-bit copy"), std::string::npos) << e.what();
@@ -138,6 +147,33 @@ TEST(Reference, Nvfp4RowsDequantizeAsTheFormatDefines) {
       } else {
         EXPECT_EQ(std::memcmp(&g, &e, sizeof(float)), 0) << "row " << r << " column " << c << ": " << g << " vs " << e;
       }
+    }
+  }
+}
+
+TEST(Reference, SixteenBitRowsWidenAsTheFormatsDefine) {
+  // Every bf16 and f16 bit pattern (NaN and Inf included), against the numerics functions, bit
+  // for bit: the BF16 row has its own vectorizable loop.
+  const std::int64_t k = 1 << 16;
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(2 * k));
+  for (std::int64_t i = 0; i < k; ++i) {
+    bytes[static_cast<std::size_t>(2 * i)] = static_cast<std::uint8_t>(i & 0xFF);
+    bytes[static_cast<std::size_t>(2 * i + 1)] = static_cast<std::uint8_t>(i >> 8);
+  }
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    WeightMatrix w;
+    w.kind = SchemeKind::Dense;
+    w.dtype = dtype;
+    w.n = 1;
+    w.k = k;
+    w.data = bytes.data();
+    std::vector<float> got(static_cast<std::size_t>(k));
+    dequantize_row(w, 0, got.data());
+    for (std::int64_t i = 0; i < k; ++i) {
+      const auto bits = static_cast<std::uint16_t>(i);
+      const float want = dtype == DType::BF16 ? bf16_to_float(bits) : fp16_to_float(bits);
+      ASSERT_EQ(std::memcmp(&got[static_cast<std::size_t>(i)], &want, sizeof(float)), 0)
+          << dtype_name(dtype) << " bits 0x" << std::hex << i;
     }
   }
 }

@@ -23,7 +23,7 @@ namespace {
 
 double dot(const float* a, const float* b, std::size_t k) {
   double out = 0.0;
-  reference_dots(a, k, 1, b, k, &out);
+  reference_dots(a, k, 1, b, k, 1, k, &out, 1);
   return out;
 }
 
@@ -38,13 +38,18 @@ class ReferenceGemm final : public GemmKernel {
       for (std::int64_t i = 0; i < m; ++i) fake_quantize_activations_nvfp4(act.data() + i * w.k, w.k, w.input_scale);
       x = act.data();
     }
+    // Four weight rows per call: the AVX-512 dots use each loaded value four times.
+    constexpr std::int64_t kRows = 4;
     parallel_for(w.n, 8, [&](std::int64_t n0, std::int64_t n1) {
-      std::vector<float> row(k);
-      std::vector<double> sums(static_cast<std::size_t>(m));
-      for (std::int64_t n = n0; n < n1; ++n) {
-        dequantize_row(w, n, row.data());
-        reference_dots(x, k, static_cast<std::size_t>(m), row.data(), k, sums.data());
-        for (std::int64_t i = 0; i < m; ++i) y[i * w.n + n] = static_cast<float>(sums[static_cast<std::size_t>(i)]);
+      std::vector<float> rows(kRows * k);
+      std::vector<double> sums(static_cast<std::size_t>(m * kRows));
+      for (std::int64_t n = n0; n < n1; n += kRows) {
+        const std::int64_t c = std::min(kRows, n1 - n);
+        for (std::int64_t j = 0; j < c; ++j) dequantize_row(w, n + j, rows.data() + j * w.k);
+        reference_dots(x, k, static_cast<std::size_t>(m), rows.data(), k, static_cast<std::size_t>(c), k, sums.data(),
+                       static_cast<std::size_t>(kRows));
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < c; ++j) y[i * w.n + n + j] = static_cast<float>(sums[static_cast<std::size_t>(i * kRows + j)]);
       }
     });
   }
