@@ -35,9 +35,9 @@ bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$(nproc)"
 
-echo "== fuzz the safetensors header parser and the server's request/output parsers for ${fuzz_seconds}s each"
-bash scripts/build.sh fuzz safetensors_header_fuzz openai_request_fuzz
-for target in safetensors:safetensors_header_fuzz openai:openai_request_fuzz; do
+echo "== fuzz the safetensors header and index parsers and the server's request/output parsers for ${fuzz_seconds}s each"
+bash scripts/build.sh fuzz safetensors_header_fuzz safetensors_index_fuzz openai_request_fuzz
+for target in safetensors:safetensors_header_fuzz safetensors_index:safetensors_index_fuzz openai:openai_request_fuzz; do
   corpus=$(mktemp -d)
   cp fuzz/corpus/"${target%%:*}"/* "$corpus"/
   ./build/fuzz/fuzz/"${target#*:}" -max_total_time="$fuzz_seconds" -max_len=4096 "$corpus" 2>&1 | tail -3

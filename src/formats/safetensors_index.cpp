@@ -1,6 +1,5 @@
 #include "formats/safetensors_index.h"
 
-#include <algorithm>
 #include <optional>
 #include <string_view>
 #include <unordered_set>
@@ -55,9 +54,7 @@ std::optional<std::vector<WeightMapEntry>> parse_plain_weight_map(std::string_vi
   return out;
 }
 
-namespace {
-
-std::vector<WeightMapEntry> read_checked(std::string_view text, const std::string& where) {
+std::vector<WeightMapEntry> parse_weight_map_checked(std::string_view text, std::string_view where) {
   json index;
   try {
     index = json::parse(text.begin(), text.end());
@@ -79,14 +76,15 @@ std::vector<WeightMapEntry> read_checked(std::string_view text, const std::strin
   return out;
 }
 
-}  // namespace
+std::vector<WeightMapEntry> parse_weight_map(std::string_view text, std::string_view where) {
+  if (auto plain = parse_plain_weight_map(text)) return std::move(*plain);
+  return parse_weight_map_checked(text, where);
+}
 
 std::vector<WeightMapEntry> read_weight_map(const std::filesystem::path& index_path) {
   const MappedFile file(index_path);
   const auto bytes = file.bytes();
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  if (auto plain = parse_plain_weight_map(text)) return std::move(*plain);
-  return read_checked(text, index_path.string());
+  return parse_weight_map(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), index_path.string());
 }
 
 }  // namespace fp4serve

@@ -21,8 +21,12 @@ struct WeightMapEntry {
 // entries in a DOM took a fifth of `inspect`, docs/perf.md, session 36).
 std::vector<WeightMapEntry> read_weight_map(const std::filesystem::path& index_path);
 
-// The one-pass reader alone: nullopt for anything but the plain layout with each tensor once
-// (read_weight_map then takes the DOM). Exposed for the tests.
+// The same on the file's text; `where` begins every error message.
+std::vector<WeightMapEntry> parse_weight_map(std::string_view json, std::string_view where);
+
+// Its two halves, exposed for the tests and the fuzzer: the one-pass reader (nullopt for anything
+// but the plain layout with each tensor once) and the checked DOM reader.
 std::optional<std::vector<WeightMapEntry>> parse_plain_weight_map(std::string_view json);
+std::vector<WeightMapEntry> parse_weight_map_checked(std::string_view json, std::string_view where);
 
 }  // namespace fp4serve
