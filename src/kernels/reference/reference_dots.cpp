@@ -10,13 +10,13 @@ namespace fp4serve::kernels {
 namespace {
 
 // Blocks of up to four activation rows against C weight rows, so each loaded value serves several
-// sums: C = 4 on AVX-512 (16 accumulators of its 32 registers), 1 elsewhere (fewer registers).
-// Products of two floats are exact in fp64, so a fused multiply-add rounds as a multiply then an
-// add does; the AVX2 and AVX-512 copies are this loop compiled for those ISAs (the partial sums
-// become vector lanes, each summed in the same order), so the machine and the blocking set only
-// the speed. Validation computes the reference outputs at every start; these copies made that
-// ≈ 2.4x quicker in session 35, the 4 x 4 blocks a further 1.5-2x on the NVFP4 families
-// (docs/perf.md, session 36).
+// sums (the baseline and AVX2 copies take one weight row at a time: fewer registers; the AVX-512
+// copy four, below). Products of two floats are exact in fp64, so a fused multiply-add rounds as a
+// multiply then an add does; the AVX2 and AVX-512 copies are this loop compiled for those ISAs (the
+// partial sums become vector lanes, each summed in the same order), so the machine and the
+// blocking set only the speed. Validation computes the reference outputs at every start; these
+// copies made that ≈ 2.4x quicker in session 35, the 4 x 4 blocks a further 1.5-2x on the NVFP4
+// families (docs/perf.md, session 36).
 template <int R, int C>
 inline __attribute__((always_inline)) void dots_body(const float* a, std::size_t lda, const float* b, std::size_t ldb,
                                                      std::size_t k, double* out, std::size_t ldo) {
@@ -36,17 +36,11 @@ inline __attribute__((always_inline)) void dots_body(const float* a, std::size_t
     }
 }
 
-template <int C>
+// Every activation row against each weight row in turn, four rows at a time.
 inline __attribute__((always_inline)) void dots_rows(const float* a, std::size_t lda, std::size_t rows, const float* b,
                                                      std::size_t ldb, std::size_t cols, std::size_t k, double* out,
                                                      std::size_t ldo) {
-  std::size_t c = 0;
-  for (; c + C <= cols; c += C) {
-    std::size_t i = 0;
-    for (; i + 4 <= rows; i += 4) dots_body<4, C>(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
-    for (; i < rows; ++i) dots_body<1, C>(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
-  }
-  for (; c < cols; ++c) {
+  for (std::size_t c = 0; c < cols; ++c) {
     std::size_t i = 0;
     for (; i + 4 <= rows; i += 4) dots_body<4, 1>(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
     for (; i < rows; ++i) dots_body<1, 1>(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
@@ -57,9 +51,9 @@ inline __attribute__((always_inline)) void dots_rows(const float* a, std::size_t
   const float *a, std::size_t lda, std::size_t rows, const float *b, std::size_t ldb, std::size_t cols, std::size_t k, \
       double *out, std::size_t ldo
 
-void dots_128(FP4SERVE_DOTS_ARGS) { dots_rows<1>(a, lda, rows, b, ldb, cols, k, out, ldo); }
+void dots_128(FP4SERVE_DOTS_ARGS) { dots_rows(a, lda, rows, b, ldb, cols, k, out, ldo); }
 __attribute__((target("avx2,fma"))) void dots_256(FP4SERVE_DOTS_ARGS) {
-  dots_rows<1>(a, lda, rows, b, ldb, cols, k, out, ldo);
+  dots_rows(a, lda, rows, b, ldb, cols, k, out, ldo);
 }
 // Four activation rows x four weight rows in zmm registers: GCC's own vectorization of dots_body
 // for this block kept the sums in 256-bit halves and on the stack. The same lanes in the same order.
@@ -97,8 +91,10 @@ __attribute__((target("avx512f"))) void dots_512(FP4SERVE_DOTS_ARGS) {
     for (i = 0; i + 4 <= rows; i += 4) block_4x4_512(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
     for (; i < rows; ++i) dots_body<1, 4>(a + i * lda, lda, b + c * ldb, ldb, k, out + i * ldo + c, ldo);
   }
-  for (; c < cols; ++c) dots_rows<1>(a, lda, rows, b + c * ldb, ldb, 1, k, out + c, ldo);
+  dots_rows(a, lda, rows, b + c * ldb, ldb, cols - c, k, out + c, ldo);
 }
+
+#undef FP4SERVE_DOTS_ARGS
 
 using DotsFn = void (*)(const float*, std::size_t, std::size_t, const float*, std::size_t, std::size_t, std::size_t, double*,
                         std::size_t);
