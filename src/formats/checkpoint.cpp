@@ -83,8 +83,8 @@ void Checkpoint::add_file(const fs::path& path) {
 }
 
 void Checkpoint::add_opened(std::vector<SafetensorsFile> opened) {
-  // Sorted once and appended at the tree's end: inserting 370k names one by one (a 397B
-  // checkpoint) compared each with ~19 others sharing a long prefix.
+  // Called once, on an empty tree. Sorted once and appended at the tree's end: inserting 370k
+  // names one by one (a 397B checkpoint) compared each with ~19 others sharing a long prefix.
   std::vector<std::pair<std::string_view, TensorRef>> all;
   for (SafetensorsFile& f : opened) {
     files_.push_back(std::make_unique<SafetensorsFile>(std::move(f)));
@@ -97,12 +97,7 @@ void Checkpoint::add_opened(std::vector<SafetensorsFile> opened) {
       fail("tensor '", all[i].first, "' appears in both ", all[i - 1].second.file->path().string(), " and ",
            all[i].second.file->path().string());
     }
-    const std::size_t before = tensors_.size();
-    const auto it = tensors_.emplace_hint(tensors_.end(), std::string(all[i].first), all[i].second);
-    if (tensors_.size() == before) {  // added by an earlier call
-      fail("tensor '", all[i].first, "' appears in both ", it->second.file->path().string(), " and ",
-           all[i].second.file->path().string());
-    }
+    tensors_.emplace_hint(tensors_.end(), std::string(all[i].first), all[i].second);
   }
 }
 
@@ -146,44 +141,38 @@ void Checkpoint::open_sharded(const fs::path& index_path) {
   // The entries come in no set order, so each error names the smallest tensor at fault, as a
   // walk in name order would.
   struct Shard {
-    std::optional<std::string> path;  // normalized; none when it leaves the checkpoint folder
+    std::string first_tensor;  // the smallest tensor mapped to it
     const SafetensorsFile* file = nullptr;
   };
-  std::unordered_map<std::string_view, Shard> named;  // shard name as written -> its file
-  std::map<std::string, std::string> shards;         // normalized path -> smallest tensor mapped to it
-  const WeightMapEntry* outside = nullptr;           // the smallest tensor mapped outside the folder
+  std::map<std::string, Shard> shards;  // normalized path -> shard, in the order they are opened
+  std::unordered_map<std::string_view, Shard*> named;  // as written -> its shard; null: outside the folder
+  const WeightMapEntry* outside = nullptr;              // the smallest tensor mapped outside the folder
   for (const WeightMapEntry& e : entries) {
-    auto [it, fresh] = named.try_emplace(e.shard);
-    if (fresh && is_plain_relative(e.shard)) {
-      it->second.path = shard_path(e.shard);
-      shards.try_emplace(*it->second.path, e.tensor);
-    }
-    if (!it->second.path) {
+    auto [it, fresh] = named.try_emplace(e.shard, nullptr);
+    if (fresh && is_plain_relative(e.shard))
+      it->second = &shards.try_emplace(shard_path(e.shard), Shard{e.tensor}).first->second;
+    if (it->second == nullptr) {
       if (outside == nullptr || e.tensor < outside->tensor) outside = &e;
-      continue;
+    } else if (e.tensor < it->second->first_tensor) {
+      it->second->first_tensor = e.tensor;
     }
-    std::string& first = shards.find(*it->second.path)->second;
-    if (e.tensor < first) first = e.tensor;
   }
   if (outside != nullptr) {
     fail(where, ": tensor '", outside->tensor, "': shard '", outside->shard,
          "' is not a file name inside the checkpoint folder");
   }
   std::vector<fs::path> paths;
-  for (const auto& [shard, first_tensor] : shards) {
+  for (const auto& [shard, s] : shards) {
     const fs::path path = dir_ / shard;
     if (!is_file(path)) {
-      fail(where, ": tensor '", first_tensor, "' is mapped to shard '", shard, "', but ", path.string(),
+      fail(where, ": tensor '", s.first_tensor, "' is mapped to shard '", shard, "', but ", path.string(),
            " does not exist");
     }
     paths.push_back(path);
   }
-  std::map<std::string, const SafetensorsFile*> file_of;  // normalized shard path -> its file
-  const std::size_t first_file = files_.size();
   add_opened(open_all(paths));
-  auto shard_it = shards.begin();
-  for (std::size_t i = first_file; i < files_.size(); ++i) file_of[(shard_it++)->first] = files_[i].get();
-  for (auto& [name, shard] : named) shard.file = file_of.at(*shard.path);
+  auto opened = files_.begin();  // in the order of `paths`, so of `shards`
+  for (auto& [shard, s] : shards) s.file = (opened++)->get();
 
   // Where each tensor really is, by hash: one tree lookup per entry cost more than the rest of
   // this check together.
@@ -194,13 +183,13 @@ void Checkpoint::open_sharded(const fs::path& index_path) {
   const WeightMapEntry* misplaced = nullptr;  // the smallest tensor not where the index says
   for (const WeightMapEntry& e : entries) {
     auto it = found.find(e.tensor);
-    if ((it == found.end() || it->second != named.at(e.shard).file) &&
+    if ((it == found.end() || it->second != named.at(e.shard)->file) &&
         (misplaced == nullptr || e.tensor < misplaced->tensor)) {
       misplaced = &e;
     }
   }
   if (misplaced != nullptr) {
-    const SafetensorsFile* expected = named.at(misplaced->shard).file;
+    const SafetensorsFile* expected = named.at(misplaced->shard)->file;
     auto it = found.find(misplaced->tensor);
     if (it == found.end()) {
       fail(where, ": tensor '", misplaced->tensor, "' is mapped to ", expected->path().string(), ", which has no such tensor");

@@ -107,6 +107,29 @@ TEST(Runtime, WithoutTokenizerIdsStillWork) {
             std::vector<std::int32_t>(d.greedy_ids.begin(), d.greedy_ids.begin() + 4));
 }
 
+TEST(Runtime, ABrokenTokenizerIsNamedAfterAnyErrorOfTheWeights) {
+  // The tokenizer loads on its own thread beside the weights; its error still reaches the caller,
+  // and a broken checkpoint is reported as such whatever the tokenizer thread found.
+  testing::TempDir dir;
+  oracle::copy_with("qwen3_bf16_dense", dir.path(), [](auto&) {});
+  std::ofstream(dir / "tokenizer.json") << "not json";
+  try {
+    open_runtime(dir.path(), reference_options());
+    FAIL() << "a broken tokenizer.json must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find((dir / "tokenizer.json").string() + ": not valid JSON"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(dir / "model.safetensors");
+  try {
+    open_runtime(dir.path(), reference_options());
+    FAIL() << "a checkpoint without its weights must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is missing"), std::string::npos) << e.what();  // the weights' own error
+    EXPECT_EQ(std::string(e.what()).find("tokenizer.json"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Runtime, CheckWeightsRefusesNonFiniteWeights) {
   RuntimeOptions o = reference_options();
   o.check_weights = true;

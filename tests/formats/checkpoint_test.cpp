@@ -230,6 +230,21 @@ TEST_F(CheckpointSharded, IndexMapsATensorToTheWrongShard) {
                            (dir_ / "model-00001-of-00002.safetensors").string() + ")");
 }
 
+TEST_F(CheckpointSharded, WithSeveralFaultsTheErrorNamesTheSmallestTensorWhateverTheIndexOrder) {
+  // The index is read in document order now, not name order: each error still names the tensor a
+  // walk in name order would meet first, here listed last.
+  write_index(R"({"model.norm.weight":"model-00002-of-00002.safetensors",)"
+              R"("model.embed_tokens.weight":"model-00002-of-00002.safetensors",)"
+              R"("lm_head.weight":"model-00002-of-00002.safetensors"})");
+  EXPECT_CONTAINS(open_error(dir_.path()), "tensor 'model.embed_tokens.weight' is mapped to ");
+  write_index(R"({"z.weight":"../b.safetensors","model.norm.weight":"model-00001-of-00002.safetensors",)"
+              R"("a.weight":"/a.safetensors"})");
+  EXPECT_CONTAINS(open_error(dir_.path()), "tensor 'a.weight': shard '/a.safetensors' is not");
+  write_index(R"({"z.weight":"missing.safetensors","lm_head.weight":"model-00002-of-00002.safetensors",)"
+              R"("b.weight":"missing.safetensors"})");
+  EXPECT_CONTAINS(open_error(dir_.path()), "tensor 'b.weight' is mapped to shard 'missing.safetensors', but");
+}
+
 TEST_F(CheckpointSharded, UnlistedShardTensorIsLoadedWithAWarning) {
   write_index(R"({"model.embed_tokens.weight":"model-00001-of-00002.safetensors",)"
               R"("lm_head.weight":"model-00002-of-00002.safetensors"})");

@@ -17,6 +17,11 @@ namespace {
 // blocking set only the speed. Validation computes the reference outputs at every start; these
 // copies made that ≈ 2.4x quicker in session 35, the 4 x 4 blocks a further 1.5-2x on the NVFP4
 // families (docs/perf.md, session 36).
+// The eight lanes of one sum, added pairwise: the one order every copy and block uses.
+inline __attribute__((always_inline)) double lanes_sum(const double* t) {
+  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
 template <int R, int C>
 inline __attribute__((always_inline)) void dots_body(const float* a, std::size_t lda, const float* b, std::size_t ldb,
                                                      std::size_t k, double* out, std::size_t ldo) {
@@ -30,10 +35,7 @@ inline __attribute__((always_inline)) void dots_body(const float* a, std::size_t
     for (int r = 0; r < R; ++r)
       for (int c = 0; c < C; ++c) s[r][c][j % 8] += static_cast<double>(a[r * lda + j]) * b[c * ldb + j];
   for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) {
-      const double* t = s[r][c];
-      out[r * ldo + c] = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
-    }
+    for (int c = 0; c < C; ++c) out[r * ldo + c] = lanes_sum(s[r][c]);
 }
 
 // Every activation row against each weight row in turn, four rows at a time.
@@ -79,10 +81,7 @@ __attribute__((target("avx512f"))) void block_4x4_512(const float* a, std::size_
     for (int r = 0; r < 4; ++r)
       for (int c = 0; c < 4; ++c) t[r][c][j % 8] += static_cast<double>(a[r * lda + j]) * b[c * ldb + j];
   for (int r = 0; r < 4; ++r)
-    for (int c = 0; c < 4; ++c) {
-      const double* u = t[r][c];
-      out[r * ldo + c] = ((u[0] + u[1]) + (u[2] + u[3])) + ((u[4] + u[5]) + (u[6] + u[7]));
-    }
+    for (int c = 0; c < 4; ++c) out[r * ldo + c] = lanes_sum(t[r][c]);
 }
 
 __attribute__((target("avx512f"))) void dots_512(FP4SERVE_DOTS_ARGS) {
