@@ -18,6 +18,15 @@ struct alignas(64) TileConfig {
   std::uint8_t rows[16];
 };
 
+// GCC 12's _tile_loadconfig declares only the first 8 bytes of the configuration as read, so
+// without the barrier the stores of the tiles' shapes may be dropped as dead. They were, in a
+// kernel tried in session 37 (docs/perf.md): only the palette byte reached ldtilecfg, and the
+// next tile load raised SIGILL.
+inline void load_tile_config(const TileConfig& cfg) {
+  __asm__ __volatile__("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
 // All 8 tiles 16 rows deep; tiles 4 and 5 are `ab_bytes` wide, the others `cb_bytes`.
 inline void configure_tiles(std::int64_t ab_bytes, std::int64_t cb_bytes) {
   TileConfig cfg;
@@ -27,7 +36,7 @@ inline void configure_tiles(std::int64_t ab_bytes, std::int64_t cb_bytes) {
     cfg.rows[t] = 16;
     cfg.colsb[t] = static_cast<std::uint16_t>(t == 4 || t == 5 ? ab_bytes : cb_bytes);
   }
-  _tile_loadconfig(&cfg);
+  load_tile_config(cfg);
 }
 
 // The 32 values a (elements 0..15) and b (16..31) rounded to bf16 words (round to nearest even,
