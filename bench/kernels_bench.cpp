@@ -14,7 +14,8 @@
 // attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth
 // (Qwen3-30B-A3B's 32/4 heads of 128, Qwen3.5-397B-A17B's 32/2 of 256); moe_decode_30b / _m16:
 // one MoE layer on one token and on 16 (a batched step's experts, GB/s of the experts it used),
-// taking turns over layers that together hold twice the last-level cache.
+// taking turns over layers that together hold twice the last-level cache. amx_tile_rate/start and
+// /end: the AMX unit's rate (ns per bf16 tile product) before and after the rest.
 // Results and predictions: docs/perf.md.
 #include <benchmark/benchmark.h>
 
@@ -34,6 +35,7 @@
 #include "kernels/random_data.h"
 #include "synth/presets.h"
 #include "kernels/registry.h"
+#include "kernels/tile_rate.h"
 #include "kernels/weight_rows.h"
 #include "util/cpu_features.h"
 #include "util/huge_pages.h"
@@ -302,7 +304,18 @@ void validation_30b(benchmark::State& state) {
   }
 }
 
+// The AMX unit's own rate: independent bf16 tile products on one thread, as ns per product. On a
+// shared VM it moved 2.5x between minutes with nothing else running in the guest (docs/perf.md,
+// session 37), and every AMX case moves with it, so it runs first and last: a filter such as
+// 'amx_tile_rate|attention_prefill' brackets the cases it names.
+void amx_tile_rate(benchmark::State& state) {
+  double ns = 0.0;
+  for (auto _ : state) ns += amx_tile_product_ns().value_or(0.0);
+  state.counters["ns_per_product"] = ns / static_cast<double>(state.iterations());
+}
+
 bool register_all() {
+  if (amx_tiles_usable()) benchmark::RegisterBenchmark("amx_tile_rate/start", amx_tile_rate)->UseRealTime();
   const std::int64_t shapes[2][2] = {{768, 2048}, {2048, 768}};  // gate/up, down (N x K)
   for (const Backend& b : compiled_backends()) {
     if (!cpu_features().missing(b.needs).empty()) continue;
@@ -399,6 +412,7 @@ bool register_all() {
   }
   benchmark::RegisterBenchmark("memory_read_bandwidth", memory_read)->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("validation_30b_a3b", validation_30b)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+  if (amx_tiles_usable()) benchmark::RegisterBenchmark("amx_tile_rate/end", amx_tile_rate)->UseRealTime();
   return true;
 }
 

@@ -14,7 +14,8 @@
 //                  copied to the others; every repetition starts from that context again.
 // Also: the time from the start of loading to the first token of a 16-token prompt (weights
 // mapped, kernels validated, tokenizer read, as `run` and `serve` load; prefill, argmax), and resident memory (VmRSS / VmHWM) against the
-// checkpoint's weight bytes plus the KV cache bench allocated.
+// checkpoint's weight bytes plus the KV cache bench allocated. Where AMX runs, the tile unit's rate before and after the tests
+// (kernels/tile_rate.h): on a shared VM it moved 2.5x between minutes, and prefill on tiles with it.
 //
 // The roofline's bandwidth is read beside the batch-1 decode test: before each repetition and
 // after the last, three passes over a sample of the weights a decode step reads, as many bytes
@@ -52,6 +53,7 @@
 #include "kernels/cli_options.h"
 #include "kernels/moe_traffic.h"
 #include "kernels/registry.h"
+#include "kernels/tile_rate.h"
 #include "kernels/weight_rows.h"
 #include "model/causal_lm.h"
 #include "model/checkpoint_summary.h"
@@ -443,6 +445,7 @@ void bench(BenchArgs& a) {
 
   // The timed part: the tests and the bandwidth probe, whose ratio is the roofline fraction.
   const std::optional<CpuTimes> cpu_before = read_cpu_times();
+  const std::optional<double> amx_before = kernels::amx_tile_product_ns();
   std::vector<TestResult> results;
   if (a.prompt > 0) {
     const std::vector<std::int32_t> tokens = prompt_tokens(a.prompt, vocab);
@@ -496,6 +499,7 @@ void bench(BenchArgs& a) {
       results.push_back(t);
     }
   }
+  const std::optional<double> amx_after = kernels::amx_tile_product_ns();
   const auto [rss, hwm] = resident_memory();
   const std::uint64_t weights_in_huge_pages = file_bytes_in_huge_pages(a.model_dir);
 
@@ -592,6 +596,9 @@ void bench(BenchArgs& a) {
                      {"decode_tokens_per_s_with_kv_at_depth", roofline_kv_tps},
                      {"tg_batch1_fraction_with_kv_at_depth", fraction_kv}};
     j["cpu_steal_fraction"] = steal_known ? nlohmann::json(steal) : nlohmann::json(nullptr);
+    j["amx_tile_product_ns"] = amx_before && amx_after
+                                   ? nlohmann::json{{"before_tests", *amx_before}, {"after_tests", *amx_after}}
+                                   : nlohmann::json(nullptr);
     j["memory"] = {{"vm_rss_bytes", rss},
                    {"vm_hwm_bytes", hwm},
                    {"weight_bytes", summary.resident_weight_bytes},
@@ -665,6 +672,14 @@ void bench(BenchArgs& a) {
     if (steal_distorts_figures(steal))
       std::cout << " (other guests shared these CPUs: the t/s and the bandwidth above are lower than this\n"
                    "  machine gives when it is not shared; compare only runs with little steal)";
+    std::cout << "\n";
+  }
+  if (amx_before && amx_after) {
+    std::cout << "AMX tile products: " << fixed(*amx_before, 1) << " ns each before the tests, " << fixed(*amx_after, 1)
+              << " after";
+    if (kernels::amx_unit_varied(*amx_before, *amx_after))
+      std::cout << " (the unit's rate moved during the run, as a shared AMX unit's does: figures of the kernels\n"
+                   "  on tiles (prefill, batches) moved with it; compare only runs whose two rates agree)";
     std::cout << "\n";
   }
   std::cout << "start to first token: " << fixed(ttft_s, 2) << " s (load + kernel validation " << fixed(load_s, 2)

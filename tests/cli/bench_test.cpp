@@ -12,6 +12,7 @@
 #include "common/bandwidth_stopping_rule.h"
 #include "common/cli_runner.h"
 #include "common/temp_dir.h"
+#include "kernels/tile_rate.h"
 #include "util/memory_bandwidth.h"
 #include "util/word_sum.h"
 
@@ -124,6 +125,17 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   ASSERT_TRUE(j["cpu_steal_fraction"].is_number());
   EXPECT_GE(j["cpu_steal_fraction"].get<double>(), 0.0);
   EXPECT_LE(j["cpu_steal_fraction"].get<double>(), 1.0);
+  // The AMX unit's rate before and after the tests where it runs, nothing where it does not.
+  if (fp4serve::kernels::amx_tiles_usable()) {
+    for (const char* when : {"before_tests", "after_tests"}) {
+      ASSERT_TRUE(j["amx_tile_product_ns"][when].is_number()) << when;
+      // A product is 16 x 16 x 32 multiply-adds: from ~16 cycles at any clock a CPU runs.
+      EXPECT_GT(j["amx_tile_product_ns"][when].get<double>(), 1.0) << when;
+      EXPECT_LT(j["amx_tile_product_ns"][when].get<double>(), 1000.0) << when;
+    }
+  } else {
+    EXPECT_TRUE(j["amx_tile_product_ns"].is_null());
+  }
 }
 
 // A batched decode step reads the weights outside the routed experts once and each expert its
@@ -316,6 +328,8 @@ TEST(Bench, TextOutputShowsTheRooflineAndLoadNotes) {
                         "of the after-tests median's", "of its best pass's", "start to first token:", "VmHWM", "check-weights: ",
                         "weights mapped in 2 MiB pages: "})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // The AMX unit's rate beside the tests, only where AMX runs.
+  EXPECT_EQ(r.out.find("AMX tile products: ") != std::string::npos, fp4serve::kernels::amx_tiles_usable()) << r.out;
 }
 
 }  // namespace
