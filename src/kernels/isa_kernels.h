@@ -71,7 +71,7 @@ void bf16_gemm_split3(const float* x, std::int64_t m, const WeightMatrix& w, flo
 // order. Blocks holding NaN or Inf are packed as they are.
 void nvfp4_gemm_int8_grid(const float* x, std::int64_t m, const WeightMatrix& w, float* y);
 // `count` (rounded up to 4) independent 16 x 16 x 32 bf16 tile products on zero tiles, on the
-// calling thread: what kernels_bench's amx_tile_rate times (amx/tile_rate.cpp).
+// calling thread: what kernels/tile_rate.h times for bench and kernels_bench (amx/tile_rate.cpp).
 void run_tile_products(std::int64_t count);
 // Attention: a prefill (m x KV heads >= 4 x threads, head_dim a multiple of 32, at most 256 query
 // heads per KV head) as the avx512 flash-attention tiles with both matrix products on BF16
