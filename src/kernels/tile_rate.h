@@ -14,8 +14,9 @@ bool amx_tiles_usable();
 // about 1 ms of them), or nothing where this CPU or OS does not run AMX tiles.
 std::optional<double> amx_tile_product_ns();
 
-// Two samples of amx_tile_product_ns further apart than the unit's own jitter (within 20 % on a
-// quiet AMX Xeon; 2.2-2.8x apart between a quiet and a shared minute).
+// Two samples of amx_tile_product_ns further apart than the unit's own variation (5.1-6.9 ns on a
+// quiet AMX Xeon, turbo to sustained clock: up to 1.35x; 2.2-2.8x between a quiet and a shared
+// minute): more than 1.5x.
 bool amx_unit_varied(double ns_a, double ns_b);
 
 }  // namespace fp4serve::kernels
