@@ -247,18 +247,18 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::
     const std::uint16_t* b0 = c.xt + mt * kpairs * 32;
     const std::uint16_t* b1 = c.xt + (mt + 1) * kpairs * 32;
     for (std::int64_t kk = 0; kk < c.kp; kk += 32) {
-      _tile_loadd(4, wa + kk, a_stride);
-      _tile_loadd(5, wa + 16 * a_words + kk, a_stride);
-      _tile_loadd(6, b0 + kk / 2 * 32, 64);
-      if (two) _tile_loadd(7, b1 + kk / 2 * 32, 64);
+      FP4SERVE_TILE_LOAD(4, wa + kk, a_stride);
+      FP4SERVE_TILE_LOAD(5, wa + 16 * a_words + kk, a_stride);
+      FP4SERVE_TILE_LOAD(6, b0 + kk / 2 * 32, 64);
+      if (two) FP4SERVE_TILE_LOAD(7, b1 + kk / 2 * 32, 64);
       _tile_dpbf16ps(0, 4, 6);
       if (two) _tile_dpbf16ps(1, 4, 7);
       _tile_dpbf16ps(2, 5, 6);
       if (two) _tile_dpbf16ps(3, 5, 7);
       for (int q = 1; q < c.parts; ++q) {  // the same weight tiles against the activations' remainders
         const std::uint16_t* rest = c.xt + q * c.panel + (mt * kpairs + kk / 2) * 32;
-        _tile_loadd(6, rest, 64);
-        if (two) _tile_loadd(7, rest + kpairs * 32, 64);
+        FP4SERVE_TILE_LOAD(6, rest, 64);
+        if (two) FP4SERVE_TILE_LOAD(7, rest + kpairs * 32, 64);
         _tile_dpbf16ps(0, 4, 6);
         if (two) _tile_dpbf16ps(1, 4, 7);
         _tile_dpbf16ps(2, 5, 6);
@@ -392,9 +392,9 @@ void compute_small(const WeightMatrix& w, std::int64_t m, const std::uint32_t* x
     const std::int64_t left = w.k - ch * 128;
     const std::int64_t steps = left >= 128 ? 4 : (left + 31) / 32;
     for (std::int64_t j = 0; j < steps; ++j) {
-      _tile_loadd(4, cur + 32 * j, 256);
-      _tile_loadd(5, cur + 16 * 128 + 32 * j, 256);
-      _tile_loadd(6, xs + (4 * ch + j) * 32 * m, 8 * m);
+      FP4SERVE_TILE_LOAD(4, cur + 32 * j, 256);
+      FP4SERVE_TILE_LOAD(5, cur + 16 * 128 + 32 * j, 256);
+      FP4SERVE_TILE_LOAD(6, xs + (4 * ch + j) * 32 * m, 8 * m);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 5, 6);
     }

@@ -27,6 +27,15 @@ inline void load_tile_config(const TileConfig& cfg) {
   _tile_loadconfig(&cfg);
 }
 
+// A tile load that the compiler knows reads memory. GCC 12's _tile_loadd passes only the address,
+// as a register, with no memory operand or clobber: stores of the data it loads (a packed panel,
+// a decoded line) could then be moved after it, or dropped as dead when the buffer is local, as
+// happened to the configuration above. The clobber orders every earlier store before the load.
+// The tile number must be a literal (the intrinsic pastes it into the instruction).
+#define FP4SERVE_TILE_LOAD(tile, base, stride)                                                       \
+  __asm__ volatile("{tileloadd\t(%0,%1,1), %%tmm" #tile "|tileloadd\t%%tmm" #tile ", [%0+%1*1]}" \
+                   : : "r"((const void*)(base)), "r"((long)(stride)) : "memory")
+
 // All 8 tiles 16 rows deep; tiles 4 and 5 are `ab_bytes` wide, the others `cb_bytes`.
 inline void configure_tiles(std::int64_t ab_bytes, std::int64_t cb_bytes) {
   TileConfig cfg;

@@ -307,14 +307,14 @@ void tile_task(const AttentionArgs& a, const KvPacks& packs, std::int64_t i0, st
         _tile_zero(0);
         _tile_zero(1);
         for (std::int64_t d0 = 0; d0 < D; d0 += kStep) {
-          _tile_loadd(2, b.qh + r0 * D + d0, D * 2);
-          _tile_loadd(3, b.ql + r0 * D + d0, D * 2);
+          FP4SERVE_TILE_LOAD(2, b.qh + r0 * D + d0, D * 2);
+          FP4SERVE_TILE_LOAD(3, b.ql + r0 * D + d0, D * 2);
           const std::int64_t at = (j0 / 16 * (D / 2) + d0 / 2) * 32;
-          _tile_loadd(4, kh + at, 64);
-          _tile_loadd(5, kh + at + D / 2 * 32, 64);
+          FP4SERVE_TILE_LOAD(4, kh + at, 64);
+          FP4SERVE_TILE_LOAD(5, kh + at + D / 2 * 32, 64);
           if (kLo) {
-            _tile_loadd(6, kl + at, 64);
-            _tile_loadd(7, kl + at + D / 2 * 32, 64);
+            FP4SERVE_TILE_LOAD(6, kl + at, 64);
+            FP4SERVE_TILE_LOAD(7, kl + at + D / 2 * 32, 64);
           }
           split_products(kLo);
         }
@@ -340,17 +340,17 @@ void tile_task(const AttentionArgs& a, const KvPacks& packs, std::int64_t i0, st
       const std::int64_t jn = visible(r0 + kRows - 1 < Q ? r0 + kRows - 1 : Q - 1, c0, cn);
       if (jn <= 0) continue;
       for (std::int64_t d0 = 0; d0 < D; d0 += kStep) {
-        _tile_loadd(0, b.o + r0 * D + d0, D * 4);
-        _tile_loadd(1, b.o + r0 * D + d0 + 16, D * 4);
+        FP4SERVE_TILE_LOAD(0, b.o + r0 * D + d0, D * 4);
+        FP4SERVE_TILE_LOAD(1, b.o + r0 * D + d0 + 16, D * 4);
         for (std::int64_t j0 = 0; j0 < jn; j0 += kStep) {
-          _tile_loadd(2, b.ph + r0 * kChunk + j0, kChunk * 2);
-          _tile_loadd(3, b.pl + r0 * kChunk + j0, kChunk * 2);
+          FP4SERVE_TILE_LOAD(2, b.ph + r0 * kChunk + j0, kChunk * 2);
+          FP4SERVE_TILE_LOAD(3, b.pl + r0 * kChunk + j0, kChunk * 2);
           const std::int64_t at = (j0 / 2 * D + d0) * 2;
-          _tile_loadd(4, vh + at, D * 4);
-          _tile_loadd(5, vh + at + 32, D * 4);
+          FP4SERVE_TILE_LOAD(4, vh + at, D * 4);
+          FP4SERVE_TILE_LOAD(5, vh + at + 32, D * 4);
           if (kLo) {
-            _tile_loadd(6, vl + at, D * 4);
-            _tile_loadd(7, vl + at + 32, D * 4);
+            FP4SERVE_TILE_LOAD(6, vl + at, D * 4);
+            FP4SERVE_TILE_LOAD(7, vl + at + 32, D * 4);
           }
           split_products(kLo);
         }
