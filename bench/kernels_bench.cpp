@@ -304,10 +304,10 @@ void validation_30b(benchmark::State& state) {
   }
 }
 
-// The AMX unit's own rate: independent bf16 tile products on one thread, as ns per product. On a
-// shared VM it moved 2.5x between minutes with nothing else running in the guest (docs/perf.md,
-// session 37), and every AMX case moves with it, so it runs first and last: a filter such as
-// 'amx_tile_rate|attention_prefill' brackets the cases it names.
+// The AMX unit's own rate (kernels/tile_rate.h: every kernel thread at once, the slowest thread's
+// ns per bf16 tile product). On a shared VM it moved 2.5x between runs with nothing else running
+// in the guest (docs/perf.md, session 37), and every AMX case moves with it, so it runs first and
+// last: a filter such as 'amx_tile_rate|attention_prefill' brackets the cases it names.
 void amx_tile_rate(benchmark::State& state) {
   double ns = 0.0;
   for (auto _ : state) ns += amx_tile_product_ns().value_or(0.0);

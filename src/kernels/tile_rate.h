@@ -10,8 +10,9 @@ namespace fp4serve::kernels {
 // This CPU and OS run AMX bf16 tiles.
 bool amx_tiles_usable();
 
-// Nanoseconds per 16 x 16 x 32 bf16 tile product on the calling thread (independent products,
-// about 1 ms of them), or nothing where this CPU or OS does not run AMX tiles.
+// Nanoseconds per 16 x 16 x 32 bf16 tile product (independent products, about 1 ms of them) on
+// each of the kernels' threads at once, the slowest thread's; nothing where this CPU or OS does
+// not run AMX tiles.
 std::optional<double> amx_tile_product_ns();
 
 // Two samples of amx_tile_product_ns further apart than the unit's own variation (5.1-6.9 ns on a
