@@ -16,8 +16,9 @@ namespace {
 // FP4SERVE_CPU_DISABLE=amx_tile as the WithoutAmx run of this test sets), nothing.
 TEST(TileRate, IsAPlausibleRateWhereAmxRunsAndNothingElsewhere) {
   const bool usable = cpu_features().missing({CpuFeature::AMX_TILE, CpuFeature::AMX_BF16}).empty();
-  if (const char* off = std::getenv("FP4SERVE_CPU_DISABLE"); off != nullptr && std::string_view(off).find("amx_tile") != std::string_view::npos)
+  if (const char* off = std::getenv("FP4SERVE_CPU_DISABLE"); off != nullptr && std::string_view(off).find("amx_tile") != std::string_view::npos) {
     EXPECT_FALSE(usable) << "FP4SERVE_CPU_DISABLE=" << off;
+  }
   EXPECT_EQ(amx_tiles_usable(), usable);
   const std::optional<double> ns = amx_tile_product_ns();
   ASSERT_EQ(ns.has_value(), usable);
