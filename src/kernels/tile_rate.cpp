@@ -32,7 +32,7 @@ std::optional<double> amx_tile_product_ns() {
 }
 
 bool amx_unit_varied(double ns_a, double ns_b) {
-  const double lo = ns_a < ns_b ? ns_a : ns_b, hi = ns_a < ns_b ? ns_b : ns_a;
+  const auto [lo, hi] = std::minmax(ns_a, ns_b);
   return hi > 1.5 * lo;
 }
 
