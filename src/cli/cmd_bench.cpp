@@ -1,6 +1,7 @@
 // `fp4serve bench`: prefill and decode throughput of a checkpoint, like llama-bench, with this
 // machine's memory read bandwidth measured in the same run so decode is shown against its
-// roofline (bandwidth / weight bytes read per decoded token).
+// roofline (bandwidth / bytes a decoded token moves: the weights it reads and, in a hybrid model,
+// the linear-attention state it reads and writes back).
 //
 //   fp4serve bench -m DIR [-p 512] [-n 128] [-d 0] [-t THREADS] [--batch 1,4,16] [--reps 3] [--json]
 //                  [--bandwidth-mib N] [--bandwidth-seconds S] [--check-weights] [--w4a4] [backend flags]
@@ -65,6 +66,7 @@
 #include "util/huge_pages.h"
 #include "util/median.h"
 #include "util/memory_bandwidth.h"
+#include "util/progress_bar.h"
 #include "util/thread_pool.h"
 
 namespace fp4serve::cli {
@@ -363,8 +365,9 @@ struct TestResult {
 // A decode test's own roofline: a step of B sequences reads the weights outside the routed
 // experts once and each expert any of the B tokens is routed to once (the MoE kernels count
 // those, kernels/moe_traffic.h), so B tokens cost less than B times one token's bytes but more
-// than one token's; at a depth, each sequence's cached keys and values come on top. None when the model has routed experts and the MoE backend did not count
-// them (the reference).
+// than one token's; each sequence's own bytes come on top (its linear-attention state, read and
+// written back, and at a depth its cached keys and values). None when the model has routed
+// experts and the MoE backend did not count them (the reference).
 struct StepRoofline {
   double bytes = 0;               // read per step
   double experts_per_call = 0;    // distinct experts per MoE layer call
@@ -373,20 +376,20 @@ struct StepRoofline {
   double batch_gain_limit = 0;    // B * bytes per token at batch 1 (with its cache) / bytes: the most batching gains while memory-bound
 };
 
-// `kv_bytes`: what each sequence reads from its cache per token at the test's depth (every
-// sequence has its own cache, so a step reads it B times).
+// `sequence_bytes`: what each sequence moves of its own per token (every sequence has its own
+// state and cache, so a step moves them B times).
 std::optional<StepRoofline> step_roofline(const TestResult& t, const CheckpointSummary& s, double gb_per_s,
-                                          std::uint64_t kv_bytes) {
+                                          std::uint64_t sequence_bytes) {
   const bool routed = s.routed_expert_bytes_per_token > 0;
   if (t.steps <= 0 || s.weight_bytes_per_token == 0 || gb_per_s <= 0 || (routed && t.traffic.calls == 0)) return std::nullopt;
   StepRoofline r;
   const double steps = static_cast<double>(t.steps), batch = static_cast<double>(t.batch);
   r.bytes = static_cast<double>(s.weight_bytes_per_token - s.routed_expert_bytes_per_token) +
-            static_cast<double>(t.traffic.bytes) / steps + batch * static_cast<double>(kv_bytes);
+            static_cast<double>(t.traffic.bytes) / steps + batch * static_cast<double>(sequence_bytes);
   if (t.traffic.calls > 0) r.experts_per_call = static_cast<double>(t.traffic.experts) / static_cast<double>(t.traffic.calls);
   r.tokens_per_s = batch * gb_per_s * 1e9 / r.bytes;
   r.fraction = t.tokens_per_s.median / r.tokens_per_s;
-  r.batch_gain_limit = batch * static_cast<double>(s.weight_bytes_per_token + kv_bytes) / r.bytes;
+  r.batch_gain_limit = batch * static_cast<double>(s.weight_bytes_per_token + sequence_bytes) / r.bytes;
   return r;
 }
 
@@ -519,7 +522,13 @@ void bench(BenchArgs& a) {
     return summary.weight_bytes_per_token > 0 ? roofline_gb_per_s * 1e9 / static_cast<double>(bytes) : 0.0;
   };
   auto tg1_fraction_of = [tg1](double roofline) { return tg1 != nullptr && roofline > 0 ? tg1->tokens_per_s.median / roofline : 0.0; };
-  const double roofline_tps = roofline_reading(summary.weight_bytes_per_token);
+  // A hybrid model's decode reads each sequence's Gated DeltaNet state (fp32, fixed-size) and
+  // writes all of it back, once per token: traffic like the weights', per sequence. For the
+  // 16-layer Qwen3.5 shape of docs/perf.md (session 38) it is 100 MB per token, 1.4 % of one
+  // token's bytes but 12 % of a 16-sequence step's.
+  const auto state_bytes_per_token = static_cast<std::uint64_t>(2 * sizeof(float) * model->state_spec().fixed_state_floats());
+  const std::uint64_t token_bytes = summary.weight_bytes_per_token + state_bytes_per_token;
+  const double roofline_tps = roofline_reading(token_bytes);
   const double fraction = tg1_fraction_of(roofline_tps);
   // The same against the end-of-run probe's median and best passes: a spell the decode did not
   // run in shows as a gap between these and the roofline's own figure.
@@ -530,7 +539,8 @@ void bench(BenchArgs& a) {
   const std::uint64_t kv_bytes_at_depth = static_cast<std::uint64_t>(model->state_spec().kv_block_bytes(1) * a.depth);
   // The roofline counting those bytes too (the cache's growth during the test, n << depth, is
   // left out): at 8192 positions of Qwen3-30B-A3B's fp32 cache they are 43 % of what a token reads.
-  const double roofline_kv_tps = roofline_reading(summary.weight_bytes_per_token + kv_bytes_at_depth);
+  const double roofline_kv_tps = roofline_reading(token_bytes + kv_bytes_at_depth);
+  const std::uint64_t sequence_bytes = state_bytes_per_token + kv_bytes_at_depth;  // per sequence, per token
   const double fraction_kv = tg1_fraction_of(roofline_kv_tps);
 
   if (a.json) {
@@ -542,7 +552,8 @@ void bench(BenchArgs& a) {
                   {"params_active", summary.params_active},
                   {"weight_bytes", summary.resident_weight_bytes},
                   {"weight_bytes_per_token", summary.weight_bytes_per_token},
-                  {"routed_expert_bytes_per_token", summary.routed_expert_bytes_per_token}};
+                  {"routed_expert_bytes_per_token", summary.routed_expert_bytes_per_token},
+                  {"state_bytes_per_token", state_bytes_per_token}};
     j["threads"] = global_thread_pool().size();
     j["cpu"] = cpu_features().model_name;
     j["semantics"] = selection->report().semantics;
@@ -563,7 +574,7 @@ void bench(BenchArgs& a) {
                           {"seconds", stats_json(t.seconds)},
                           {"tokens_per_s", stats_json(t.tokens_per_s)}};
       if (tg1 != nullptr && t.name[0] == 't') e["speedup_vs_batch1"] = t.tokens_per_s.median / tg1->tokens_per_s.median;
-      if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, kv_bytes_at_depth))
+      if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, sequence_bytes))
         e["step_roofline"] = {{"bytes_per_step", sr->bytes},
                               {"experts_per_moe_call", sr->experts_per_call},
                               {"tokens_per_s", sr->tokens_per_s},
@@ -589,6 +600,7 @@ void bench(BenchArgs& a) {
                                       {"regions", beside_regions.size()}};
     j["roofline"] = {{"bandwidth_gb_per_s", roofline_gb_per_s},
                      {"bandwidth_basis", probe_beside ? "beside batch-1 decode" : "end-of-run probe"},
+                     {"bytes_per_token", token_bytes},
                      {"decode_tokens_per_s", roofline_tps},
                      {"tg_batch1_fraction", fraction},
                      {"tg_batch1_fraction_of_probe_median", fraction_of_probe},
@@ -613,7 +625,11 @@ void bench(BenchArgs& a) {
             << fixed(static_cast<double>(summary.params_total) / 1e9, 2) << " B params, "
             << fixed(static_cast<double>(summary.params_active) / 1e9, 2) << " B active; weights "
             << fixed(gib(summary.resident_weight_bytes), 2) << " GiB, decode reads "
-            << fixed(static_cast<double>(summary.weight_bytes_per_token) / 1e9, 3) << " GB/token)\n";
+            << fixed(static_cast<double>(summary.weight_bytes_per_token) / 1e9, 3) << " GB/token";
+  if (state_bytes_per_token > 0)
+    std::cout << ", and " << format_bytes(static_cast<double>(state_bytes_per_token))
+              << " per token of each sequence's linear-attention state, read and written back";
+  std::cout << ")\n";
   std::cout << "threads: " << global_thread_pool().size() << " | reps: " << a.reps << " | semantics: "
             << selection->report().semantics << "\n";
   std::cout << "kernels:";
@@ -651,7 +667,7 @@ void bench(BenchArgs& a) {
     if (t.name[0] != 't' || t.batch == 1) continue;
     std::cout << "batch " << t.batch << ":";
     if (tg1 != nullptr) std::cout << " " << fixed(t.tokens_per_s.median / tg1->tokens_per_s.median, 2) << "x the aggregate tokens/s of batch 1;";
-    if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, kv_bytes_at_depth)) {
+    if (const auto sr = step_roofline(t, summary, roofline_gb_per_s, sequence_bytes)) {
       std::cout << " a step read " << fixed(sr->bytes / 1e9, 2) << " GB";
       if (summary.routed_expert_bytes_per_token > 0)
         std::cout << " (" << fixed(sr->experts_per_call, 1) << " of " << model->config().num_experts << " experts per MoE layer)";
@@ -664,7 +680,7 @@ void bench(BenchArgs& a) {
     std::cout << "depth: " << a.depth << " tokens prefilled once in " << fixed(depth_s, 1) << " s; decode there also reads "
               << fixed(static_cast<double>(kv_bytes_at_depth) / 1e9, 3)
               << " GB/token of cached keys and values in " << kernels::kv_dtype_name(model->kv_cache_dtype())
-              << " (the roofline above counts weights only; with them it is " << fixed(roofline_kv_tps, 2) << " tokens/s"
+              << " (the roofline above leaves them out; with them it is " << fixed(roofline_kv_tps, 2) << " tokens/s"
               << (tg1 != nullptr ? ", and tg batch 1 reaches " + fixed(100.0 * fraction_kv, 1) + "% of it" : std::string())
               << ")\n";
   if (steal_known) {

@@ -59,6 +59,8 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   EXPECT_EQ(j["reps"], 2);
   EXPECT_EQ(j["model"]["model_type"], "qwen3_moe");
   EXPECT_GT(j["model"]["weight_bytes_per_token"].get<double>(), 0);
+  EXPECT_EQ(j["model"]["state_bytes_per_token"], 0);  // no linear-attention layers
+  EXPECT_EQ(j["roofline"]["bytes_per_token"], j["model"]["weight_bytes_per_token"]);
 
   const auto& tests = j["tests"];
   ASSERT_EQ(tests.size(), 3u) << tests.dump();
@@ -187,6 +189,44 @@ TEST(Bench, EachDecodeTestHasAStepRooflineFromTheExpertsItUsed) {
   EXPECT_NE(text.out.find("batch 4: "), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("experts per MoE layer), its roofline"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("4 sequences gain at most"), std::string::npos) << text.out;
+}
+
+// A hybrid model's decode reads each sequence's Gated DeltaNet state and writes it back every
+// token: the roofline counts that traffic on top of the weights, once per sequence in a step.
+TEST(Bench, AHybridModelsRooflineCountsEachSequencesLinearAttentionState) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "hybrid").string();
+  ASSERT_EQ(run_cli("synth --arch qwen3_5_moe --preset tiny --seed 5 --quiet --out " + dir).code, 0);
+  const CliResult inspect = run_cli("inspect " + dir + " --json");
+  ASSERT_EQ(inspect.code, 0) << inspect.out;
+  const auto summary = nlohmann::json::parse(inspect.out.substr(inspect.out.find('{')));
+  const double state = summary["memory"]["linear_attention_state_bytes_per_sequence"].get<double>();
+  ASSERT_GT(state, 0);
+  const auto config = nlohmann::json::parse(std::ifstream(tmp.path() / "hybrid" / "config.json"))["text_config"];
+  const double top_k = config["num_experts_per_tok"].get<double>();
+
+  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 3 --batch 1,4 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  // The state inspect reports, read and written: the model's runtime state has the same size.
+  EXPECT_EQ(j["model"]["state_bytes_per_token"].get<double>(), 2 * state);
+  const double weights = j["model"]["weight_bytes_per_token"].get<double>();
+  const double routed = j["model"]["routed_expert_bytes_per_token"].get<double>();
+  EXPECT_EQ(j["roofline"]["bytes_per_token"].get<double>(), weights + 2 * state);
+  const double bw = j["roofline"]["bandwidth_gb_per_s"].get<double>();
+  EXPECT_NEAR(j["roofline"]["decode_tokens_per_s"].get<double>(), bw * 1e9 / (weights + 2 * state),
+              1e-9 * j["roofline"]["decode_tokens_per_s"].get<double>());
+  // Four sequences share the weights outside the experts they use, and each moves its own state.
+  const auto& four = j["tests"][1]["step_roofline"];
+  const double bytes = four["bytes_per_step"].get<double>();
+  const double used = four["experts_per_moe_call"].get<double>();
+  EXPECT_NEAR(bytes, weights - routed + used * routed / top_k + 4 * 2 * state, 1e-3 * bytes);
+  EXPECT_NEAR(four["batch_gain_limit"].get<double>(), 4 * (weights + 2 * state) / bytes, 1e-9);
+
+  const CliResult text = run_cli("bench -m " + dir + " -p 0 -n 2 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("per token of each sequence's linear-attention state, read and written back"), std::string::npos)
+      << text.out;
 }
 
 TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
