@@ -702,7 +702,7 @@ void bench(BenchArgs& a) {
             << " s, then a " << kFirstPrompt << "-token prompt)\n";
   std::cout << "memory: VmHWM " << fixed(gib(hwm), 2) << " GiB, VmRSS " << fixed(gib(rss), 2) << " GiB; weights "
             << fixed(gib(summary.resident_weight_bytes), 2) << " GiB + KV (" << kernels::kv_dtype_name(model->kv_cache_dtype())
-            << ") " << fixed(gib(seqs.bytes()), 3) << " GiB = "
+            << (state_bytes_per_token > 0 ? ") and linear-attention state " : ") ") << fixed(gib(seqs.bytes()), 3) << " GiB = "
             << fixed(gib(expected_memory), 2) << " GiB ("
             << fixed(expected_memory > 0 ? 100.0 * static_cast<double>(hwm) / static_cast<double>(expected_memory) : 0.0, 1)
             << "%)\n";
