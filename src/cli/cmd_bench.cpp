@@ -369,11 +369,11 @@ struct TestResult {
 // written back, and at a depth its cached keys and values). None when the model has routed
 // experts and the MoE backend did not count them (the reference).
 struct StepRoofline {
-  double bytes = 0;               // read per step
+  double bytes = 0;               // moved per step
   double experts_per_call = 0;    // distinct experts per MoE layer call
   double tokens_per_s = 0;        // B * bandwidth / bytes
   double fraction = 0;            // the test's median over tokens_per_s
-  double batch_gain_limit = 0;    // B * bytes per token at batch 1 (with its cache) / bytes: the most batching gains while memory-bound
+  double batch_gain_limit = 0;    // B * bytes per token at batch 1 (with its state and cache) / bytes: the most batching gains while memory-bound
 };
 
 // `sequence_bytes`: what each sequence moves of its own per token (every sequence has its own
