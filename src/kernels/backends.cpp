@@ -115,8 +115,8 @@ Backend make_avx2() {
   static const Fp4GemmKernel fp4("avx2", avx2::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx2", {&fp4, &dense, &fp4, &dense}, avx2_vector_math());
   static const SimdAttentionKernel attention("avx2", avx2::attention, 8);
-  static const SimdConv1dKernel conv("avx2", avx2::conv1d);
-  static const SimdDeltaRuleKernel delta("avx2", avx2::delta_rule);
+  static const SimdConv1dKernel conv("avx2", avx2::conv1d, avx2_vector_math());
+  static const SimdDeltaRuleKernel delta("avx2", avx2::delta_rule, avx2_vector_math());
   Backend b;
   b.name = "avx2";
   b.description = "AVX2+FMA: NVFP4 decoded with 8-lane table permutes (m > 4: once per 16-row fp32 panel), fp32 FMA";
@@ -135,8 +135,8 @@ Backend make_avx512() {
   static const Fp4GemmKernel fp4("avx512", avx512::nvfp4_gemm);
   static const GroupedMoeKernel moe("avx512", {&fp4, &dense, &fp4, &dense}, avx512_vector_math());
   static const SimdAttentionKernel attention("avx512", avx512::attention, 16);
-  static const SimdConv1dKernel conv("avx512", avx512::conv1d);
-  static const SimdDeltaRuleKernel delta("avx512", avx512::delta_rule);
+  static const SimdConv1dKernel conv("avx512", avx512::conv1d, avx512_vector_math());
+  static const SimdDeltaRuleKernel delta("avx512", avx512::delta_rule, avx512_vector_math());
   Backend b;
   b.name = "avx512";
   b.description = "AVX-512 F/BW/VL: NVFP4 decoded with 16-lane two-table permutes, fp32 FMA";
