@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/model_shapes.h"
 #include "kernels/registry.h"
+#include "kernels/vector_math.h"
 
 namespace fp4serve::kernels {
 namespace {
@@ -217,6 +219,47 @@ TEST(LinearAttentionBackends, MatchTheReference) {
       }
     }
   }
+}
+
+// The SIMD backends' generic halves take their exponentials from the vector tables (glibc's
+// scalar expf was 1.4 % of a Qwen3.5-shaped prefill, docs/perf.md session 38): the conv's SiLU is
+// silu_approx of the ISA core's pre-activations and the delta rule decays by exp_approx(g), bit for
+// bit (every table returns exp_approx's bits, tests/kernels/vector_math_test.cpp).
+TEST(LinearAttentionBackends, SimdWrappersTakeTheirExponentialsFromTheVectorTables) {
+  struct Core {
+    const char* backend;
+    void (*conv)(const Conv1dArgs&);
+    void (*delta)(const DeltaRuleArgs&, const float*);
+  };
+  std::mt19937 rng(11);
+  int checked = 0;
+  for (const Core& core : {Core{"avx2", avx2::conv1d, avx2::delta_rule}, Core{"avx512", avx512::conv1d, avx512::delta_rule}}) {
+    const auto b = std::find_if(compiled_backends().begin(), compiled_backends().end(),
+                                [&](const Backend& x) { return x.name == core.backend; });
+    if (b == compiled_backends().end() || !cpu_features().missing(b->needs).empty()) continue;
+    SCOPED_TRACE(core.backend);
+    const FamilyImpl& f = b->family(OpFamily::LinearAttention);
+    ASSERT_TRUE(f.present());
+    ++checked;
+
+    // Inputs up to |12| so the SiLU's exponentials span a wide range.
+    const ConvInputs c(rng, 9, 96, 4, 12);
+    const auto st0 = random_vec(rng, c.zero_state().size(), -12, 12);
+    std::vector<float> s_pre = st0, s_out = st0, pre(c.x.size()), out(c.x.size());
+    core.conv(c.args(0, c.m, s_pre.data(), pre.data()));
+    f.conv1d->run(c.args(0, c.m, s_out.data(), out.data()));
+    for (std::size_t i = 0; i < pre.size(); ++i) ASSERT_EQ(out[i], silu_approx(pre[i])) << "conv element " << i << ", pre " << pre[i];
+
+    DeltaInputs in(rng, 3, 2, 4, 16, 32);
+    std::vector<float> decay(in.g.size());
+    for (std::size_t i = 0; i < decay.size(); ++i) decay[i] = exp_approx(in.g[i]);
+    std::vector<float> d_core = in.state, d_kernel = in.state, o_core(static_cast<std::size_t>(in.m * in.Hv * in.dv)), o_kernel(o_core.size());
+    core.delta(in.args(0, in.m, d_core.data(), o_core.data()), decay.data());
+    f.delta_rule->run(in.args(0, in.m, d_kernel.data(), o_kernel.data()));
+    EXPECT_EQ(o_kernel, o_core);
+    EXPECT_EQ(d_kernel, d_core);
+  }
+  if (checked == 0) GTEST_SKIP() << "no AVX2 or AVX-512 backend runs on this CPU";
 }
 
 // Validation on a hybrid model's shapes selects a linear-attention backend and fills the kernel set.
