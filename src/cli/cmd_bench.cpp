@@ -120,7 +120,7 @@ void check_args(const BenchArgs& a) {
   if (a.prompt == 0 && a.generate == 0) fail("-p and -n are both 0: nothing to measure");
   if (a.depth < 0 || a.depth > 65536) fail("-d/--n-depth must be 0..65536 tokens, got ", a.depth);
   if (a.reps < 1 || a.reps > 1000) fail("--reps must be 1..1000, got ", a.reps);
-  if (a.threads < 0 || a.threads > 1024) fail("-t/--threads must be 1..1024, got ", a.threads);
+  if (a.threads < 0 || a.threads > 1024) fail("-t/--threads must be 1..1024 (or 0: the default), got ", a.threads);
   if (a.bandwidth_mib > (std::uint64_t{1} << 20)) fail("--bandwidth-mib ", a.bandwidth_mib, " is more than 1 TiB");
   if (!(a.bandwidth_seconds >= 0.0 && a.bandwidth_seconds <= 60.0))
     fail("--bandwidth-seconds must be 0..60, got ", a.bandwidth_seconds);
@@ -728,7 +728,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("-d,--n-depth", a->depth,
                   "Tokens already cached in each sequence before every test (llama-bench's -d; prefilled once, untimed, 512 tokens per forward)")
       ->capture_default_str();
-  cmd->add_option("-t,--threads", a->threads, "Kernel threads (default: FP4SERVE_THREADS or every CPU)");
+  cmd->add_option("-t,--threads", a->threads, "Kernel threads (default, or 0: FP4SERVE_THREADS or every CPU)");
   cmd->add_option("--batch", a->batch, "Sequences decoding together, comma-separated (e.g. 1,4,16)")->capture_default_str();
   cmd->add_option("--reps", a->reps, "Repetitions of each test")->capture_default_str();
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib,

@@ -38,6 +38,7 @@ TEST(Bench, ArgumentErrorsNameTheFlag) {
   expect_refused(m + " -p 0 -n 0", "nothing to measure");
   expect_refused(m + " -p 70000", "-p/--n-prompt must be 0..65536");
   expect_refused(m + " -t 5000", "-t/--threads");
+  expect_refused(m + " -t -1", "-t/--threads must be 1..1024 (or 0: the default)");
   expect_refused(m + " -d -1", "-d/--n-depth must be 0..65536");
   expect_refused(m + " --bandwidth-seconds 61", "--bandwidth-seconds must be 0..60");
   expect_refused(m + " --bandwidth-seconds -1", "--bandwidth-seconds must be 0..60");
