@@ -92,6 +92,7 @@ void attention_prefill_tiles(const AttentionArgs& args, std::int64_t threads);
 namespace avx2 {
 void vec_exp(const float* x, float* y, std::int64_t n);
 void silu_mul(float* gate, const float* up, std::int64_t n);
+void silu(float* x, std::int64_t n);
 double softmax_numerators(float* s, std::int64_t n);
 // The same, and the max it subtracted (-inf when every entry is NaN or -inf) in *max_out.
 double softmax_numerators_max(float* s, std::int64_t n, float* max_out);
@@ -101,6 +102,7 @@ double sum_squares(const float* x, std::int64_t n);
 namespace avx512 {
 void vec_exp(const float* x, float* y, std::int64_t n);
 void silu_mul(float* gate, const float* up, std::int64_t n);
+void silu(float* x, std::int64_t n);
 double softmax_numerators(float* s, std::int64_t n);
 // The same, and the max it subtracted (-inf when every entry is NaN or -inf) in *max_out.
 double softmax_numerators_max(float* s, std::int64_t n, float* max_out);

@@ -11,12 +11,8 @@ void SimdConv1dKernel::run(const Conv1dArgs& a) const {
   if (a.kernel < 1 || a.channels < 0 || a.m < 0) fail(backend_, " conv1d: invalid shape (kernel ", a.kernel, ")");
   if (a.m == 0) return;
   core_(a);
-  const std::int64_t C = a.channels, S = a.kernel - 1, n = a.m * C;
-  // SiLU as silu_approx: x / (1 + exp_approx(-x)), the table evaluating the exponentials.
-  float* e = thread_scratch_as<float>(kScratchDecay, static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) e[i] = -a.out[i];
-  vm_->exp(e, e, n);
-  for (std::int64_t i = 0; i < n; ++i) a.out[i] = a.out[i] / (1.0f + e[i]);
+  const std::int64_t C = a.channels, S = a.kernel - 1;
+  vm_->silu(a.out, a.m * C);
   // The state becomes the last K-1 rows of [state; x].
   if (a.m >= S) {
     std::memcpy(a.state, a.x + (a.m - S) * C, static_cast<std::size_t>(S * C) * sizeof(float));

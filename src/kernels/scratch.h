@@ -14,7 +14,7 @@ enum ScratchSlot : int {
   kScratchMoeFirst = 4,         // 4..9: the MoE driver
   kScratchAttention = 10,       // attention scores
   kScratchLinearAttention = 11,  // a delta rule task's state slice
-  kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers; the conv's exp(-x) before it
+  kScratchDecay = 12,            // the delta rule's exp(g), shared read-only with workers
   kScratchInt8Activations = 13,  // the AVX2 int8 GEMM's last quantized activations, kept across calls
   kScratchVnniInt8Activations = 14,  // the same for the VNNI kernels (their own code layout)
   kScratchAttentionPartials = 15,    // split decode attention: each split's softmax partials (shared with workers)

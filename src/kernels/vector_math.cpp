@@ -22,6 +22,10 @@ void silu_mul_scalar(float* gate, const float* up, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) gate[i] = silu_approx(gate[i]) * up[i];
 }
 
+void silu_scalar(float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) x[i] = silu_approx(x[i]);
+}
+
 double softmax_numerators_scalar(float* s, std::int64_t n) {
   float mx = -INFINITY;
   for (std::int64_t i = 0; i < n; ++i) mx = s[i] > mx ? s[i] : mx;
@@ -44,11 +48,11 @@ double sum_squares_scalar(const float* x, std::int64_t n) {
   return s;
 }
 
-const VectorMath kScalar{"scalar",          exp_scalar, silu_mul_scalar, softmax_numerators_scalar, weighted_sum_scalar,
-                         sum_squares_scalar};
-const VectorMath kAvx2{"avx2",           avx2::vec_exp, avx2::silu_mul, avx2::softmax_numerators, avx2::weighted_sum,
-                       avx2::sum_squares};
-const VectorMath kAvx512{"avx512",           avx512::vec_exp, avx512::silu_mul, avx512::softmax_numerators,
+const VectorMath kScalar{"scalar",          exp_scalar, silu_mul_scalar, silu_scalar, softmax_numerators_scalar,
+                         weighted_sum_scalar, sum_squares_scalar};
+const VectorMath kAvx2{"avx2",           avx2::vec_exp, avx2::silu_mul, avx2::silu, avx2::softmax_numerators,
+                       avx2::weighted_sum, avx2::sum_squares};
+const VectorMath kAvx512{"avx512",           avx512::vec_exp, avx512::silu_mul, avx512::silu, avx512::softmax_numerators,
                          avx512::weighted_sum, avx512::sum_squares};
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// Element-wise math of the non-GEMM hot paths (SiLU of the MoE experts, the router and attention
+// Element-wise math of the non-GEMM hot paths (SiLU of the MoE experts and the linear-attention conv, the router and attention
 // softmaxes, the MoE weighted sum, RMSNorm's sum of squares), as one table per instruction set. glibc's scalar expf was a
 // fifth of a 512-token prefill; these evaluate 8 or 16 lanes per instruction.
 //
@@ -43,6 +43,8 @@ struct VectorMath {
   void (*exp)(const float* x, float* y, std::int64_t n);
   // gate[i] = silu_approx(gate[i]) * up[i].
   void (*silu_mul)(float* gate, const float* up, std::int64_t n);
+  // x[i] = silu_approx(x[i]) (the linear-attention conv's activation).
+  void (*silu)(float* x, std::int64_t n);
   // s[i] = exp_approx(s[i] - max s); returns the sum in fp64 (the order of the fp64 sum may
   // differ between tables). NaN entries do not count for the max and stay NaN.
   double (*softmax_numerators)(float* s, std::int64_t n);

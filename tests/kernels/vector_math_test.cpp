@@ -201,6 +201,29 @@ TEST(VectorMath, SimdSiluMulEqualsScalarBitForBit) {
   for (std::size_t i = 0; i < s.size(); ++i) ASSERT_TRUE(same_bits_or_both_nan(s[i], silu_approx(gate[i]) * up[i]));
 }
 
+TEST(VectorMath, SimdSiluEqualsScalarBitForBit) {
+  std::vector<float> x;
+  for (int i = 0; i < 2000; ++i) x.push_back(static_cast<float>(std::sin(i * 0.29) * (i % 5 == 0 ? 110.0 : 11.0)));
+  x[3] = std::numeric_limits<float>::infinity();
+  x[4] = -std::numeric_limits<float>::infinity();
+  x[5] = std::numeric_limits<float>::quiet_NaN();
+  x[6] = -95.0f;  // exp(95) overflows: silu -> -0
+  for (const Table& t : simd_tables()) {
+    if (!t.usable) continue;
+    for (std::int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 2000}) {
+      std::vector<float> want = x, got = x;
+      scalar_vector_math().silu(want.data(), n);
+      t.vm->silu(got.data(), n);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        ASSERT_TRUE(same_bits_or_both_nan(got[i], want[i])) << t.vm->name << " n=" << n << " i=" << i;
+    }
+  }
+  // The scalar table is silu_approx, in place.
+  std::vector<float> s = x;
+  scalar_vector_math().silu(s.data(), 2000);
+  for (std::size_t i = 0; i < s.size(); ++i) ASSERT_TRUE(same_bits_or_both_nan(s[i], silu_approx(x[i])));
+}
+
 TEST(VectorMath, SimdSoftmaxNumeratorsEqualScalar) {
   std::vector<float> base;
   for (int i = 0; i < 600; ++i) base.push_back(static_cast<float>(std::sin(i * 1.7) * 30.0));

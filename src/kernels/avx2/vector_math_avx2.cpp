@@ -75,6 +75,15 @@ void silu_mul(float* gate, const float* up, std::int64_t n) {
   }
 }
 
+void silu(float* x, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, silu8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(x + i, m, silu8(_mm256_maskload_ps(x + i, m)));
+  }
+}
+
 double softmax_numerators_max(float* s, std::int64_t n, float* max_out) {
   // max: a NaN lane keeps the running max (the second operand), as the scalar comparison does.
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_huge_valf());

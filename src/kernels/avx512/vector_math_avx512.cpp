@@ -73,6 +73,15 @@ void silu_mul(float* gate, const float* up, std::int64_t n) {
   }
 }
 
+void silu(float* x, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, silu16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, silu16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 double softmax_numerators_max(float* s, std::int64_t n, float* max_out) {
   // max: a NaN lane keeps the running max (the second operand), as the scalar comparison does.
   __m512 mx = _mm512_set1_ps(-__builtin_huge_valf());
