@@ -8,7 +8,8 @@
 // shares each weight read among M activation rows; nvfp4_m24 / _m64 / _m512: prefill-sized calls
 // (an expert's share of a prompt, a prompt's attention projections; where amx-int8's tiles take
 // over from the token groups); lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
-// one-token decode step (a stream at the memory's pace) and of a 16-sequence one.
+// one-token decode step (a stream at the memory's pace) and of a 16-sequence one; bf16_m512: a
+// 512-token prompt through Qwen3.5-397B-A17B's BF16 linear-attention input projection (168 MB).
 // attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
 // over all 48 layers' cached keys and values at a given depth;
 // attention_prefill_30b / _397b: one layer's attention for a 512-token prefill chunk at a depth
@@ -362,6 +363,12 @@ bool register_all() {
           benchmark::RegisterBenchmark(("bf16_m" + std::to_string(m) + "/" + b.name + "/2048x2048").c_str(),
                                        [&b, m](benchmark::State& st) { bf16_gemm(st, &b, 2048, 2048, m); })
               ->UseRealTime();
+        // Qwen3.5-397B-A17B's BF16 linear-attention input projection (qkvz, 168 MB) for a
+        // 512-token prompt: a dense prefill GEMM whose weights outgrow L2 many times over.
+        benchmark::RegisterBenchmark(("bf16_m512/" + b.name + "/20480x4096").c_str(),
+                                     [&b](benchmark::State& st) { bf16_gemm(st, &b, 20480, 4096, 512); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
         // Qwen3-30B-A3B's BF16 lm_head (0.62 GB, from memory) in a one-token decode step (in
         // 2 MiB pages) and in a 16-sequence one.
         benchmark::RegisterBenchmark(("lm_head_30b_m1/" + b.name).c_str(),
