@@ -4,10 +4,14 @@ streams: requests/s, output tokens/s and time to first token, printed as a table
 
     fp4serve serve -m DIR --port 8000 &
     python3 bench/serve_bench.py --base-url http://127.0.0.1:8000 [--model NAME] [--requests 32]
-        [--max-tokens 64] [--concurrency 1,4,16] [--api-key KEY] [--json]
+        [--max-tokens 64] [--concurrency 1,4,16] [--api-key KEY] [--wait-seconds 600] [--json]
 
 Standard library only (asyncio + raw HTTP/1.1 streaming), so it runs without the test venv.
 Requests are greedy with ignore_eos, so every one generates exactly --max-tokens tokens.
+It first waits for GET /v1/models to answer 200: a server that is not listening yet, or answers
+503 while it loads its model, is polled until --wait-seconds. Any other failure ends the run with
+one line on stderr naming the URL and what the server said: exit 2 before the first request, 1
+after.
 """
 import argparse
 import asyncio
@@ -15,6 +19,7 @@ import json
 import statistics
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -83,34 +88,105 @@ async def run_level(args, host, port, headers, concurrency):
             "ttft_max_s": max(ttfts)}
 
 
+class BenchError(Exception):
+    """A failure to report as one line, with the exit status it ends the run with."""
+
+    def __init__(self, message, status):
+        super().__init__(message)
+        self.status = status
+
+
+def models_when_ready(base_url, headers, wait_seconds):
+    """GET /v1/models once it answers 200, polling while the server is not up yet or loading
+    (connection refused, 503). Returns the parsed body."""
+    url = base_url + "/v1/models"
+    deadline = time.monotonic() + wait_seconds
+    waited = False
+    while True:
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace").strip()[-300:]
+            if e.code != 503:
+                hint = " (wrong or missing --api-key?)" if e.code == 401 else ""
+                raise BenchError(f"GET {url}: HTTP {e.code}{hint}: {detail}", 2)
+            last = f"HTTP 503: {detail}"
+        except (urllib.error.URLError, OSError) as e:
+            last = str(getattr(e, "reason", e))
+        except ValueError as e:
+            raise BenchError(f"GET {url}: the answer is not JSON: {e}", 2)
+        if time.monotonic() >= deadline:
+            raise BenchError(f"GET {url}: not ready after {wait_seconds:g} s (last: {last})", 2)
+        if not waited:
+            print(f"serve_bench: waiting for {url} ({last})", file=sys.stderr, flush=True)
+            waited = True
+        time.sleep(0.5)
+
+
+def positive_list(text):
+    try:
+        values = [int(c) for c in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got '{text}'")
+    return values
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return value
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--base-url", default="http://127.0.0.1:8000")
     p.add_argument("--model", help="model name (default: the first of /v1/models)")
-    p.add_argument("--requests", type=int, default=32, help="requests per concurrency level")
-    p.add_argument("--max-tokens", type=int, default=64)
-    p.add_argument("--concurrency", default="1,4,16")
+    p.add_argument("--requests", type=positive_int, default=32, help="requests per concurrency level")
+    p.add_argument("--max-tokens", type=positive_int, default=64)
+    p.add_argument("--concurrency", type=positive_list, default=[1, 4, 16], help="streams per level, e.g. 1,4,16")
     p.add_argument("--api-key")
+    p.add_argument("--wait-seconds", type=float, default=600,
+                   help="how long to wait for the server to come up and load its model (default 600)")
     p.add_argument("--json", action="store_true", help="print one JSON object per level instead of a table")
     args = p.parse_args()
     url = urllib.parse.urlparse(args.base_url)
+    if url.scheme != "http" or not url.hostname:
+        p.error(f"--base-url: expected http://HOST[:PORT], got '{args.base_url}'")
     host, port = url.hostname, url.port or 80
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
-    if not args.model:
-        req = urllib.request.Request(args.base_url + "/v1/models", headers=headers)
-        with urllib.request.urlopen(req, timeout=30) as r:
-            args.model = json.load(r)["data"][0]["id"]
-    levels = [int(c) for c in args.concurrency.split(",")]
-    rows = [asyncio.run(run_level(args, host, port, headers, c)) for c in levels]
+    try:
+        models = models_when_ready(args.base_url.rstrip("/"), headers, args.wait_seconds)
+        if not args.model:
+            listed = models.get("data") if isinstance(models, dict) else None
+            if not listed or "id" not in listed[0]:
+                raise BenchError(f"GET {args.base_url}/v1/models lists no model; pass --model", 2)
+            args.model = listed[0]["id"]
+        rows = []
+        for c in args.concurrency:
+            try:
+                rows.append(asyncio.run(run_level(args, host, port, headers, c)))
+            except (RuntimeError, OSError, ValueError) as e:
+                raise BenchError(f"a request to {args.base_url} at {c} streams failed: {e}", 1)
+    except BenchError as e:
+        print(f"serve_bench: {e}", file=sys.stderr)
+        return e.status
     if args.json:
         for r in rows:
             print(json.dumps(r))
-        return
+        return 0
     print(f"model {args.model}, {args.requests} requests per level, {args.max_tokens} output tokens each")
     print(f"{'streams':>8} {'req/s':>8} {'out tok/s':>10} {'TTFT med':>9} {'TTFT max':>9} {'seconds':>8}")
     for r in rows:
         print(f"{r['concurrency']:>8} {r['requests_per_s']:>8.2f} {r['output_tokens_per_s']:>10.1f} "
               f"{r['ttft_median_s']:>9.3f} {r['ttft_max_s']:>9.3f} {r['seconds']:>8.2f}")
+    return 0
 
 
 if __name__ == "__main__":

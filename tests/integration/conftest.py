@@ -65,8 +65,8 @@ def run_together(n, fn, timeout=300):
 
 
 class Server:
-    def __init__(self, model_dir, log_dir, *extra):
-        self.port = free_port()
+    def __init__(self, model_dir, log_dir, *extra, port=None):
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_dir) / f"serve-{self.port}.log"
         self.log = open(self.log_path, "w")
