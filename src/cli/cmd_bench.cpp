@@ -732,7 +732,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "Sequences decoding together, comma-separated (e.g. 1,4,16)")->capture_default_str();
   cmd->add_option("--reps", a->reps, "Repetitions of each test")->capture_default_str();
   cmd->add_option("--bandwidth-mib", a->bandwidth_mib,
-                  "Buffer of the memory-bandwidth measurement in MiB (default: 4x the last-level cache, 512..2048)");
+                  "Buffer of the memory-bandwidth measurement in MiB (default, or 0: 4x the last-level cache, 512..2048)");
   cmd->add_option("--bandwidth-seconds", a->bandwidth_seconds,
                   "Seconds of timed passes of the bandwidth measurement after the tests (at least 3 passes)")
       ->capture_default_str();
