@@ -26,7 +26,11 @@ import struct
 import sys
 from pathlib import Path
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:  # a fresh machine's python: say what to install, not a traceback
+    sys.exit("export_gguf_nvfp4: needs numpy (and PyYAML for llama.cpp's gguf-py): pip install numpy pyyaml, "
+             "or let tools/compare_llama_cpp.py make its own venv")
 
 
 class Fail(Exception):
