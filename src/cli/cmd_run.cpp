@@ -133,16 +133,34 @@ std::string render_chat(const tokenizer::ChatTemplate& tmpl, const nlohmann::ord
   return tmpl.render(request);
 }
 
+// Whether a generated id has text. The model can sample ids past the tokenizer's vocabulary
+// (Qwen3's lm_head has 151936 rows for 151669 tokens; a synthetic model samples them often):
+// they have none, as in the server's output (server/output_pipeline.cpp) and as Hugging Face's
+// decode skips ids it does not know. Before, `run` stopped at such an id with an error, and
+// `run --json` printed nothing of what it had generated.
+bool has_text(const tokenizer::Tokenizer& tok, std::int32_t id) {
+  return id >= 0 && tok.id_to_token(static_cast<tokenizer::TokenId>(id)).has_value();
+}
+
+// The text of generated ids, special tokens left out.
+std::string generated_text(const tokenizer::Tokenizer& tok, const std::vector<std::int32_t>& ids) {
+  std::vector<tokenizer::TokenId> known;
+  known.reserve(ids.size());
+  for (const std::int32_t id : ids)
+    if (has_text(tok, id)) known.push_back(static_cast<tokenizer::TokenId>(id));
+  return tok.decode(known, /*skip_special=*/true);
+}
+
 // Writes generated tokens as they come: text through the streaming detokenizer, or ids when the
 // checkpoint has no tokenizer.
 class TokenPrinter {
  public:
-  explicit TokenPrinter(const engine::Runtime& rt) {
-    if (rt.tokenizer) decoder_.emplace(*rt.tokenizer, /*skip_special=*/true);
+  explicit TokenPrinter(const engine::Runtime& rt) : tokenizer_(rt.tokenizer ? &*rt.tokenizer : nullptr) {
+    if (tokenizer_) decoder_.emplace(*tokenizer_, /*skip_special=*/true);
   }
   void push(std::int32_t token) {
     if (decoder_) {
-      emit(decoder_->push(static_cast<tokenizer::TokenId>(token)));
+      if (has_text(*tokenizer_, token)) emit(decoder_->push(static_cast<tokenizer::TokenId>(token)));
     } else {
       emit((first_ ? "" : " ") + std::to_string(token));
       first_ = false;
@@ -160,6 +178,7 @@ class TokenPrinter {
     std::cout << s << std::flush;
     ends_with_newline_ = s.back() == '\n';
   }
+  const tokenizer::Tokenizer* tokenizer_;
   std::optional<tokenizer::StreamDecoder> decoder_;
   bool first_ = true;
   bool ends_with_newline_ = true;
@@ -249,9 +268,7 @@ void run(RunArgs& a) {
     out["model"] = rt.model_dir.string();
     out["prompt_ids"] = prompt;
     out["generated_ids"] = streamed;
-    out["text"] = rt.tokenizer ? nlohmann::json(rt.tokenizer->decode(
-                                     std::vector<tokenizer::TokenId>(streamed.begin(), streamed.end()), true))
-                               : nlohmann::json(nullptr);
+    out["text"] = rt.tokenizer ? nlohmann::json(generated_text(*rt.tokenizer, streamed)) : nlohmann::json(nullptr);
     out["finish_reason"] = error.empty() ? std::string(engine::finish_reason_name(r.finish)) : "error";
     if (!error.empty()) out["error"] = error;
     out["logprobs"] = streamed_logprobs;
@@ -334,8 +351,7 @@ void chat(ChatArgs& a) {
     }
     printer.finish();
     // The reply as the template expects it back: its text without the stop token.
-    std::vector<tokenizer::TokenId> reply(r.tokens.begin(), r.tokens.end());
-    messages.push_back({{"role", "assistant"}, {"content", tok.decode(reply, /*skip_special=*/true)}});
+    messages.push_back({{"role", "assistant"}, {"content", generated_text(tok, r.tokens)}});
     std::cerr << "[" << timing_line(rt.load_seconds, r.timings) << "; " << r.cached_prompt_tokens
               << " prompt tokens re-used]\n";
   }
