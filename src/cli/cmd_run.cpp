@@ -133,21 +133,13 @@ std::string render_chat(const tokenizer::ChatTemplate& tmpl, const nlohmann::ord
   return tmpl.render(request);
 }
 
-// Whether a generated id has text. The model can sample ids past the tokenizer's vocabulary
-// (Qwen3's lm_head has 151936 rows for 151669 tokens; a synthetic model samples them often):
-// they have none, as in the server's output (server/output_pipeline.cpp) and as Hugging Face's
-// decode skips ids it does not know. Before, `run` stopped at such an id with an error, and
-// `run --json` printed nothing of what it had generated.
-bool has_text(const tokenizer::Tokenizer& tok, std::int32_t id) {
-  return id >= 0 && tok.id_to_token(static_cast<tokenizer::TokenId>(id)).has_value();
-}
-
-// The text of generated ids, special tokens left out.
+// The text of generated ids, special tokens left out. Ids the tokenizer does not define (the
+// lm_head's padding rows, which a model can sample) have none (Tokenizer::has_token).
 std::string generated_text(const tokenizer::Tokenizer& tok, const std::vector<std::int32_t>& ids) {
   std::vector<tokenizer::TokenId> known;
   known.reserve(ids.size());
   for (const std::int32_t id : ids)
-    if (has_text(tok, id)) known.push_back(static_cast<tokenizer::TokenId>(id));
+    if (tok.has_token(id)) known.push_back(static_cast<tokenizer::TokenId>(id));
   return tok.decode(known, /*skip_special=*/true);
 }
 
@@ -160,7 +152,7 @@ class TokenPrinter {
   }
   void push(std::int32_t token) {
     if (decoder_) {
-      if (has_text(*tokenizer_, token)) emit(decoder_->push(static_cast<tokenizer::TokenId>(token)));
+      if (tokenizer_->has_token(token)) emit(decoder_->push(static_cast<tokenizer::TokenId>(token)));
     } else {
       emit((first_ ? "" : " ") + std::to_string(token));
       first_ = false;

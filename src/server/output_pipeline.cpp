@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "util/error.h"
-
 namespace fp4serve::server {
 
 void OutputPiece::append(OutputPiece other) {
@@ -13,12 +11,7 @@ void OutputPiece::append(OutputPiece other) {
 }
 
 std::string token_text(const tokenizer::Tokenizer& tokenizer, std::int32_t token) {
-  if (token < 0 || static_cast<std::size_t>(token) >= tokenizer.id_limit()) return "";
-  try {
-    return tokenizer.token_bytes(static_cast<tokenizer::TokenId>(token));
-  } catch (const Error&) {
-    return "";  // a hole in the id range
-  }
+  return tokenizer.has_token(token) ? tokenizer.token_bytes(static_cast<tokenizer::TokenId>(token)) : std::string();
 }
 
 OutputPipeline::OutputPipeline(const tokenizer::Tokenizer& tokenizer, OutputOptions options)
@@ -74,14 +67,8 @@ OutputPiece OutputPipeline::push(std::int32_t token) {
   if (std::find(options_.hidden_tokens.begin(), options_.hidden_tokens.end(), token) != options_.hidden_tokens.end()) {
     return {};
   }
-  std::string text;
-  if (token >= 0 && static_cast<std::size_t>(token) < tokenizer_.id_limit()) {
-    try {
-      text = decoder_.push(static_cast<tokenizer::TokenId>(token));
-    } catch (const Error&) {
-      // An id inside the range that the tokenizer does not define: it has no text.
-    }
-  }
+  // An id the tokenizer does not define (the lm_head's padding rows) has no text.
+  const std::string text = tokenizer_.has_token(token) ? decoder_.push(static_cast<tokenizer::TokenId>(token)) : std::string();
   StopMatcher::Result r = stop_.push(text);
   if (r.stopped && options_.include_stop_str) r.text += stop_.matched();
   return route(r.text);

@@ -163,8 +163,12 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool skip_special) c
 }
 
 std::optional<std::string_view> Tokenizer::id_to_token(TokenId id) const {
-  if (id >= impl_->known.size() || !impl_->known[id]) return std::nullopt;
+  if (!has_token(id)) return std::nullopt;
   return impl_->id_to_token[id];
+}
+
+bool Tokenizer::has_token(std::int64_t id) const {
+  return id >= 0 && static_cast<std::uint64_t>(id) < impl_->known.size() && impl_->known[static_cast<std::size_t>(id)];
 }
 
 std::optional<TokenId> Tokenizer::token_to_id(std::string_view token) const {

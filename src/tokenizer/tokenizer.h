@@ -57,6 +57,10 @@ class Tokenizer {
 
   // The vocabulary string of a token ("Ġworld"), or nullopt for an unknown id.
   std::optional<std::string_view> id_to_token(TokenId id) const;
+  // Whether id is a token of this vocabulary. A model can sample ids that are not (its lm_head's
+  // padding rows: Qwen3 has 151936 for 151669 tokens); text shown for generated ids gives those
+  // none (the server's output, `run`, `chat`), as Hugging Face's decode skips ids it does not know.
+  bool has_token(std::int64_t id) const;
   std::optional<TokenId> token_to_id(std::string_view token) const;
   // The raw bytes one token decodes to (possibly part of a UTF-8 character). Throws for unknown ids.
   const std::string& token_bytes(TokenId id) const;

@@ -46,6 +46,18 @@ TEST(Bench, ArgumentErrorsNameTheFlag) {
   expect_refused(m + " -p 8 -n 2", tmp.path().string());  // a missing checkpoint is named
 }
 
+// --help says 0 means the default buffer (4x the last-level cache, 512 MiB..2 GiB), as -t 0 does.
+TEST(Bench, BandwidthMibZeroIsTheDefaultBuffer) {
+  fp4serve::testing::TempDir tmp;
+  const std::string dir = (tmp.path() / "tiny").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 5 --quiet --out " + dir).code, 0);
+  const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 1 --reps 1 -t 2 --bandwidth-mib 0 --bandwidth-seconds 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto llc = j["bandwidth"]["llc_bytes"].get<std::uint64_t>();
+  EXPECT_EQ(j["bandwidth"]["buffer_bytes"].get<std::uint64_t>(), fp4serve::default_bandwidth_buffer_bytes(llc));
+}
+
 TEST(Bench, JsonHasEveryFieldOnATinyModel) {
   fp4serve::testing::TempDir tmp;
   const std::string dir = (tmp.path() / "tiny").string();

@@ -235,17 +235,16 @@ TEST_F(Cli, RunGivesSampledIdsPastTheTokenizerNoText) {
   // ones. (On this model's 64-wide shapes the int8 kernels fail it for some validation seeds,
   // docs/kernels.md, and the two runs could then sample from different logits.)
   const std::string flags = " --exact-activations -m " + out + " -p hi -n 500 --temperature 1 --seed ";
-  int seed = 1;
+  std::string seed;
   nlohmann::json j;
-  std::int64_t past = 0;
-  for (; seed <= 12 && past == 0; ++seed) {  // each run of 500 tokens hits one with p ~ 0.7
-    auto r = run_cli("run -q --json" + flags + std::to_string(seed), fp4serve::testing::CliStderr::kDrop);
-    ASSERT_EQ(r.code, 0) << "seed " << seed << ": " << r.out;
+  for (int s = 1; s <= 12 && seed.empty(); ++s) {  // each run of 500 tokens hits one with p ~ 0.7
+    auto r = run_cli("run -q --json" + flags + std::to_string(s), fp4serve::testing::CliStderr::kDrop);
+    ASSERT_EQ(r.code, 0) << "seed " << s << ": " << r.out;
     j = nlohmann::json::parse(r.out);
-    for (const auto& id : j["generated_ids"]) past += id.get<std::int64_t>() >= limit;
+    for (const auto& id : j["generated_ids"])
+      if (id.get<std::int64_t>() >= limit) seed = std::to_string(s);
   }
-  ASSERT_GT(past, 0) << "no seed sampled an id past the tokenizer: the test did not reach its case";
-  --seed;
+  ASSERT_FALSE(seed.empty()) << "no seed sampled an id past the tokenizer: the test did not reach its case";
   EXPECT_EQ(j["finish_reason"], "length");
   ASSERT_EQ(j["generated_ids"].size(), 500u);
   std::vector<fp4serve::tokenizer::TokenId> known;
@@ -253,10 +252,38 @@ TEST_F(Cli, RunGivesSampledIdsPastTheTokenizerNoText) {
     if (id.get<std::int64_t>() < limit) known.push_back(id.get<fp4serve::tokenizer::TokenId>());
   EXPECT_EQ(j["text"], tok.decode(known, /*skip_special=*/true));
   // The same run printing as it goes: to the end, with the text of every other id.
-  auto printed = run_cli("run -q" + flags + std::to_string(seed), fp4serve::testing::CliStderr::kDrop);
+  auto printed = run_cli("run -q" + flags + seed, fp4serve::testing::CliStderr::kDrop);
   EXPECT_EQ(printed.code, 0) << printed.out;
   EXPECT_EQ(printed.out.rfind(j["text"].get<std::string>(), 0), 0u) << printed.out;
   EXPECT_NE(printed.out.find("| decode 499 tok in "), std::string::npos) << printed.out;
+}
+
+// `chat` puts each reply back into the conversation as text, so the same ids must not stop it:
+// the first reply of a seed that samples one (found through `run --chat --json`, which renders
+// the same one-message conversation) is followed by a second turn.
+TEST_F(Cli, ChatGoesOnAfterAReplyWithIdsPastTheTokenizer) {
+  const std::string out = (dir_ / "tiny").string();
+  ASSERT_EQ(run_cli("synth --preset tiny --seed 3 --quiet --out " + out).code, 0);
+  const auto limit = static_cast<std::int64_t>(fp4serve::tokenizer::Tokenizer::from_model_dir(out).id_limit());
+  const std::string flags = " --exact-activations -m " + out + " -n 300 --temperature 1 --seed ";
+  std::string seed;
+  for (int s = 1; s <= 12 && seed.empty(); ++s) {
+    auto r = run_cli("run -q --json --chat -p hi" + flags + std::to_string(s), fp4serve::testing::CliStderr::kDrop);
+    ASSERT_EQ(r.code, 0) << "seed " << s << ": " << r.out;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& id : j["generated_ids"])
+      if (id.get<std::int64_t>() >= limit) seed = std::to_string(s);
+  }
+  ASSERT_FALSE(seed.empty()) << "no seed sampled an id past the tokenizer: the test did not reach its case";
+  const fs::path input = dir_ / "turns.txt";
+  std::ofstream(input) << "hi\nand then?\n/exit\n";
+  auto r = run_cli("chat" + flags + seed + " < " + input.string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  std::size_t turns = 0;
+  for (std::size_t at = r.out.find("prompt tokens re-used]"); at != std::string::npos;
+       at = r.out.find("prompt tokens re-used]", at + 1))
+    ++turns;
+  EXPECT_EQ(turns, 2u) << r.out;
 }
 
 TEST_F(Cli, RunRejectsMissingPromptAndChecksWeights) {

@@ -111,6 +111,15 @@ TEST(Encode, VocabularyFacts) {
   EXPECT_EQ(tok.id_to_token(9707), "Hello");
   EXPECT_FALSE(tok.id_to_token(200000).has_value());
   EXPECT_THROW((void)tok.decode(std::vector<TokenId>{1, 999999}), Error);
+  // has_token: the ids that have text. The lm_head's padding rows (151669..151935) and negative
+  // ids do not.
+  EXPECT_TRUE(tok.has_token(0));
+  EXPECT_TRUE(tok.has_token(9707));
+  EXPECT_TRUE(tok.has_token(151668));
+  EXPECT_FALSE(tok.has_token(151669));
+  EXPECT_FALSE(tok.has_token(151935));
+  EXPECT_FALSE(tok.has_token(-1));
+  EXPECT_FALSE(tok.has_token(std::int64_t{1} << 40));
 }
 
 }  // namespace
