@@ -124,16 +124,6 @@ def models_when_ready(base_url, headers, wait_seconds):
         time.sleep(0.5)
 
 
-def positive_list(text):
-    try:
-        values = [int(c) for c in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got '{text}'")
-    return values
-
-
 def positive_int(text):
     try:
         value = int(text)
@@ -142,6 +132,10 @@ def positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
     return value
+
+
+def positive_list(text):
+    return [positive_int(c) for c in text.split(",")]
 
 
 def main():
