@@ -8,7 +8,8 @@
 // shares each weight read among M activation rows; nvfp4_m24 / _m64 / _m512: prefill-sized calls
 // (an expert's share of a prompt, a prompt's attention projections; where amx-int8's tiles take
 // over from the token groups); lm_head_30b_m1 / _m16: the BF16 lm_head (0.62 GB, from memory) of a
-// one-token decode step (a stream at the memory's pace) and of a 16-sequence one; bf16_m512: a
+// one-token decode step (a stream at the memory's pace) and of a 16-sequence one; lm_head_397b_m16:
+// Qwen3.5-397B-A17B's (2.03 GB) in a 16-sequence step; bf16_m512: a
 // 512-token prompt through Qwen3.5-397B-A17B's BF16 linear-attention input projection (168 MB).
 // attention_decode_30b (_397b: Qwen3.5's 15 full-attention layers): one decode step's attention
 // over all 48 layers' cached keys and values at a given depth;
@@ -377,6 +378,12 @@ bool register_all() {
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("lm_head_30b_m16/" + b.name).c_str(),
                                      [&b](benchmark::State& st) { bf16_gemm(st, &b, 151936, 2048, 16); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        // Qwen3.5-397B-A17B's BF16 lm_head (2.03 GB in 2 MiB pages, rows of 8 KB) in a 16-sequence
+        // step: where the one-pass tiles' prefetch of the weight rows paid (docs/perf.md, session 41).
+        benchmark::RegisterBenchmark(("lm_head_397b_m16/" + b.name).c_str(),
+                                     [&b](benchmark::State& st) { bf16_gemm(st, &b, 248320, 4096, 16, true); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

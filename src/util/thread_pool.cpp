@@ -9,6 +9,7 @@
 
 #include "util/cpu_features.h"
 #include "util/error.h"
+#include "util/vector_state.h"
 
 namespace fp4serve {
 
@@ -83,6 +84,7 @@ void ThreadPool::worker_main() {
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
     work_chunks();
+    clear_upper_vector_state();  // before this thread's generic code or next job (vector_state.h)
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lk(sleep_mu_);
       done_cv_.notify_one();
@@ -95,6 +97,7 @@ void ThreadPool::run(std::int64_t count, std::int64_t grain, Trampoline call, vo
   grain = std::max<std::int64_t>(1, grain);
   if (tl_inside_pool || workers_.empty() || count <= grain) {
     call(ctx, 0, count);
+    clear_upper_vector_state();
     return;
   }
   std::lock_guard<std::mutex> submit(submit_mu_);
@@ -120,6 +123,7 @@ void ThreadPool::run(std::int64_t count, std::int64_t grain, Trampoline call, vo
   tl_inside_pool = true;
   work_chunks();
   tl_inside_pool = false;
+  clear_upper_vector_state();
 
   auto all_done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
   if (!spin_until(all_done)) {

@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "kernels/paged_kv.h"
 #include "kernels/random_data.h"
+#include "kernels/runnable_backends.h"
 #include "kernels/validation.h"
 #include "util/cpu_features.h"
 #include "util/error.h"
@@ -30,12 +31,7 @@ double tolerance(Precision p) {
   return 0.0;
 }
 
-std::vector<const Backend*> runnable(OpFamily f) {
-  std::vector<const Backend*> out;
-  for (const Backend& b : compiled_backends())
-    if (b.family(f).present() && cpu_features().missing(b.needs).empty()) out.push_back(&b);
-  return out;
-}
+using testing::runnable;
 
 double max_error(const std::vector<float>& out, const std::vector<float>& ref, std::int64_t rows, std::int64_t cols) {
   return output_error(out.data(), ref.data(), rows, cols);
@@ -141,14 +137,7 @@ TEST(Backends, Nvfp4NanScalePropagates) {
 
 TEST(Backends, MoeMatchesReference) {
   for (SchemeKind kind : {SchemeKind::NVFP4, SchemeKind::Dense}) {
-    MoeShape s;
-    s.hidden = 64;
-    s.intermediate = 48;
-    s.experts = 8;
-    s.top_k = 3;
-    s.norm_topk_prob = kind == SchemeKind::NVFP4;
-    s.expert_kind = kind;
-    s.expert_dtype = kind == SchemeKind::NVFP4 ? DType::U8 : DType::BF16;
+    const MoeShape s = testing::small_moe_shape(kind);
     Rng rng(11);
     auto moe = random_moe(rng, s, 1 << 20);
     // 160 tokens: >= 16 per expert, so AMX runs its tiles, and the gather, SiLU and weighted sum

@@ -207,8 +207,11 @@ void decode_rows(const Ctx& c, std::int64_t n0, std::uint16_t* wa) {
 
 // dst[i * ld + j] = tile[j][i] * scale for i < rows, j in mask: the C tile is n-major, y is m-major.
 // 16 x 16 transpose in registers (unpack within 64-bit pairs, then 128-bit, then 128-bit lanes
-// twice); one multiply per 16 outputs, the same fp32 product per output as a scalar loop.
-void store_transposed(const float (*tile)[16], __mmask16 mask, std::int64_t rows, __m512 scale, float* dst, std::int64_t ld) {
+// twice); one multiply per 16 outputs, the same fp32 product per output as a scalar loop. The
+// scale comes as a float: a function that takes a vector argument returns without vzeroupper,
+// and its caller then assumes the state clean (util/vector_state.h).
+void store_transposed(const float (*tile)[16], __mmask16 mask, std::int64_t rows, float out_scale, float* dst, std::int64_t ld) {
+  const __m512 scale = _mm512_set1_ps(out_scale);
   __m512 r[16], t[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(tile[i]);
   for (int i = 0; i < 8; ++i) {
@@ -233,9 +236,17 @@ void store_transposed(const float (*tile)[16], __mmask16 mask, std::int64_t rows
   for (int i = 0; i < rows; ++i) _mm512_mask_storeu_ps(dst + i * ld, mask, _mm512_mul_ps(r[i], scale));
 }
 
-void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::int64_t a_words) {
+// How many k steps ahead a one-pass block asks L1 for its 32 weight rows (compute_block).
+constexpr std::int64_t kDirectPrefetchSteps = 3;
+
+// `from_memory`: wa is the checkpoint's BF16 rows and this is the block's only pass over them
+// (at most 32 tokens), so each k step's two A tiles would wait on memory. Asking for the 32 rows'
+// lines a few steps ahead made a 16-token GEMM over 2 GiB of weights 8-16 % quicker (k = 1024
+// to 8192; docs/perf.md, session 41). Over more tokens the block is read again from L2 by the
+// later passes, and the first pass's misses are a small share.
+void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::int64_t a_words, bool from_memory) {
   const std::int64_t kpairs = c.kp / 2;
-  const __m512 scale = _mm512_set1_ps(c.out_scale);
+  const char* ahead = reinterpret_cast<const char*>(wa + kDirectPrefetchSteps * 32);
   const std::int64_t a_stride = a_words * 2;  // bytes
   alignas(64) float out[4][16][16];
   for (std::int64_t mt = 0; mt < c.mp / 16; mt += 2) {
@@ -247,6 +258,8 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::
     const std::uint16_t* b0 = c.xt + mt * kpairs * 32;
     const std::uint16_t* b1 = c.xt + (mt + 1) * kpairs * 32;
     for (std::int64_t kk = 0; kk < c.kp; kk += 32) {
+      if (from_memory && kk + kDirectPrefetchSteps * 32 < c.kp)
+        for (std::int64_t r = 0; r < 32; ++r) _mm_prefetch(ahead + kk * 2 + r * a_stride, _MM_HINT_T0);
       FP4SERVE_TILE_LOAD(4, wa + kk, a_stride);
       FP4SERVE_TILE_LOAD(5, wa + 16 * a_words + kk, a_stride);
       FP4SERVE_TILE_LOAD(6, b0 + kk / 2 * 32, 64);
@@ -275,7 +288,7 @@ void compute_block(const Ctx& c, std::int64_t n0, const std::uint16_t* wa, std::
       if (mb >= c.m || nb >= c.w->n) continue;
       const std::int64_t nv = c.w->n - nb < 16 ? c.w->n - nb : 16;
       const std::int64_t mv = c.m - mb < 16 ? c.m - mb : 16;
-      store_transposed(out[t], nv == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nv) - 1u), mv, scale,
+      store_transposed(out[t], nv == 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nv) - 1u), mv, c.out_scale,
                        c.y + mb * c.w->n + nb, c.w->n);
     }
   }
@@ -319,11 +332,11 @@ void run(const Ctx& base, const float* x) {
       const bool direct = !c.nvfp4 && c.w->k % 32 == 0;
       for (std::int64_t blk = b; blk < e; ++blk) {
         if (direct && (blk + 1) * 32 <= c.w->n) {  // whole BF16 rows: tiles straight from the weights
-          compute_block(c, blk * 32, reinterpret_cast<const std::uint16_t*>(c.w->data) + blk * 32 * c.w->k, c.w->k);
+          compute_block(c, blk * 32, reinterpret_cast<const std::uint16_t*>(c.w->data) + blk * 32 * c.w->k, c.w->k, c.mp <= 32);
           continue;
         }
         decode_rows(c, blk * 32, wa);
-        compute_block(c, blk * 32, wa, c.kp);
+        compute_block(c, blk * 32, wa, c.kp, false);
       }
       _tile_release();
     });
