@@ -1,10 +1,11 @@
-// Every backend's kernels return to their generic caller with the upper vector state clear
-// (util/vector_state.h): a kernel that left it in use made the model's legacy-SSE code after it
-// ~10x slower (docs/perf.md, session 41). The pool clears it after its jobs; this checks what runs
-// on the calling thread outside them, over the sizes where the backends change paths (1-4
-// tokens, the narrow tiles, token groups, whole tiles, several chunks).
+// In an optimized build every backend's kernels return to their generic caller with the upper
+// vector state clear (util/vector_state.h): a kernel that left it in use made the model's
+// legacy-SSE code after it ~10x slower (docs/perf.md, session 41). The pool clears it after its
+// jobs; this checks what runs on the calling thread outside them, over the sizes where the
+// backends change paths (1-4 tokens, the narrow tiles, token groups, whole tiles, several chunks).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "kernels/attention_check.h"
@@ -18,7 +19,18 @@
 namespace fp4serve::kernels {
 namespace {
 
-bool probe_usable() { return cpu_features().usable(CpuFeature::AVX) && upper_vector_state_in_use().has_value(); }
+// Empty where this build and CPU can check the state; else why not. GCC emits vzeroupper only
+// when optimizing, so in an -O0 build (the ASan flavour) every AVX function returns with the
+// state in use, and only the pool's clearing holds.
+std::string cannot_check() {
+#ifndef __OPTIMIZE__
+  return "an unoptimized build: GCC emits no vzeroupper at -O0";
+#else
+  if (!cpu_features().usable(CpuFeature::AVX) || !upper_vector_state_in_use().has_value())
+    return "no AVX, or no XGETBV(1) to read the state";
+  return "";
+#endif
+}
 
 using testing::runnable;
 
@@ -33,7 +45,7 @@ bool returns_clear(F&& call) {
 constexpr std::int64_t kTokens[] = {1, 2, 3, 4, 5, 8, 9, 16, 17, 20, 33, 64, 300};
 
 TEST(UpperState, GemmsReturnItClear) {
-  if (!probe_usable()) GTEST_SKIP() << "no AVX, or no XGETBV(1) to read the state";
+  if (const std::string why = cannot_check(); !why.empty()) GTEST_SKIP() << why;
   struct Case {
     OpFamily family;
     SchemeKind kind;
@@ -60,7 +72,7 @@ TEST(UpperState, GemmsReturnItClear) {
 }
 
 TEST(UpperState, MoeReturnsItClear) {
-  if (!probe_usable()) GTEST_SKIP() << "no AVX, or no XGETBV(1) to read the state";
+  if (const std::string why = cannot_check(); !why.empty()) GTEST_SKIP() << why;
   for (SchemeKind kind : {SchemeKind::NVFP4, SchemeKind::Dense}) {
     const MoeShape s = testing::small_moe_shape(kind);
     Rng rng(19);
@@ -76,7 +88,7 @@ TEST(UpperState, MoeReturnsItClear) {
 }
 
 TEST(UpperState, AttentionReturnsItClear) {
-  if (!probe_usable()) GTEST_SKIP() << "no AVX, or no XGETBV(1) to read the state";
+  if (const std::string why = cannot_check(); !why.empty()) GTEST_SKIP() << why;
   using testing::AttentionCase;
   Rng rng(23);
   for (const AttentionCase& c : {AttentionCase{4, 2, 64, 1, 40}, AttentionCase{4, 2, 64, 3, 0}, AttentionCase{8, 2, 128, 40, 20},
@@ -99,7 +111,7 @@ TEST(UpperState, AttentionReturnsItClear) {
 }
 
 TEST(UpperState, LinearAttentionReturnsItClear) {
-  if (!probe_usable()) GTEST_SKIP() << "no AVX, or no XGETBV(1) to read the state";
+  if (const std::string why = cannot_check(); !why.empty()) GTEST_SKIP() << why;
   constexpr std::int64_t C = 96, K = 4, Hk = 2, Hv = 4, dk = 32, dv = 32;
   for (std::int64_t m : {1, 9, 130}) {
     std::vector<float> x(static_cast<std::size_t>(m * C), 0.25f), conv_out(x.size()), conv_state(static_cast<std::size_t>((K - 1) * C), 0.5f);
@@ -118,7 +130,7 @@ TEST(UpperState, LinearAttentionReturnsItClear) {
 }
 
 TEST(UpperState, VectorTablesReturnItClear) {
-  if (!probe_usable()) GTEST_SKIP() << "no AVX, or no XGETBV(1) to read the state";
+  if (const std::string why = cannot_check(); !why.empty()) GTEST_SKIP() << why;
   std::vector<const VectorMath*> tables{&avx2_vector_math()};
   if (!cpu_features().usable(CpuFeature::AVX2) || !cpu_features().usable(CpuFeature::FMA)) tables.clear();
   if (cpu_features().usable(CpuFeature::AVX512F)) tables.push_back(&avx512_vector_math());
