@@ -9,7 +9,8 @@
 // argument (whose own return skips it). A kernel that moved such a helper out of line returned
 // dirty, and the model's scalar SiLU after it ran ~10x slower: a Qwen3.5-shaped batch-16 step
 // lost 12 % (docs/perf.md, session 41). The thread pool therefore clears the state after every
-// job, and tests/kernels/upper_state_test.cpp checks each backend's kernels on the calling thread.
+// job, and tests/kernels/upper_state_test.cpp checks each backend's kernels on the calling thread
+// (in optimized builds: at -O0 GCC emits no vzeroupper at all).
 #include <optional>
 
 namespace fp4serve {

@@ -21,6 +21,10 @@ namespace {
 using fp4serve::testing::CliResult;
 using fp4serve::testing::run_cli;
 
+// `bench --json`'s object: its last line that opens one (the load notes come before it in the
+// merged output).
+nlohmann::json bench_json(const CliResult& r) { return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1)); }
+
 void expect_refused(const std::string& args, const std::string& needle) {
   const CliResult r = run_cli("bench " + args);
   EXPECT_NE(r.code, 0) << args << "\n" << r.out;
@@ -53,7 +57,7 @@ TEST(Bench, BandwidthMibZeroIsTheDefaultBuffer) {
   ASSERT_EQ(run_cli("synth --preset tiny --seed 5 --quiet --out " + dir).code, 0);
   const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 1 --reps 1 -t 2 --bandwidth-mib 0 --bandwidth-seconds 0 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto j = bench_json(r);
   const auto llc = j["bandwidth"]["llc_bytes"].get<std::uint64_t>();
   EXPECT_EQ(j["bandwidth"]["buffer_bytes"].get<std::uint64_t>(), fp4serve::default_bandwidth_buffer_bytes(llc));
 }
@@ -66,7 +70,7 @@ TEST(Bench, JsonHasEveryFieldOnATinyModel) {
 
   const CliResult r = run_cli("bench -m " + dir + " -p 8 -n 3 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0.2 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto j = bench_json(r);
   EXPECT_EQ(j["schema"], "fp4serve.bench/2");
   EXPECT_EQ(j["threads"], 2);
   EXPECT_EQ(j["reps"], 2);
@@ -165,7 +169,7 @@ TEST(Bench, EachDecodeTestHasAStepRooflineFromTheExpertsItUsed) {
 
   const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 3 --batch 1,4 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto j = bench_json(r);
   const double per_token = j["model"]["weight_bytes_per_token"].get<double>();
   const double routed = j["model"]["routed_expert_bytes_per_token"].get<double>();
   EXPECT_GT(routed, 0);
@@ -220,7 +224,7 @@ TEST(Bench, AHybridModelsRooflineCountsEachSequencesLinearAttentionState) {
 
   const CliResult r = run_cli("bench -m " + dir + " -p 0 -n 3 --batch 1,4 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto j = bench_json(r);
   // The state inspect reports, read and written: the model's runtime state has the same size.
   EXPECT_EQ(j["model"]["state_bytes_per_token"].get<double>(), 2 * state);
   const double weights = j["model"]["weight_bytes_per_token"].get<double>();
@@ -251,7 +255,7 @@ TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
   const CliResult r =
       run_cli("bench -m " + dir + " -p 0 -n 2 --batch 1,2 --reps 2 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
   ASSERT_EQ(r.code, 0) << r.out;
-  const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+  const auto j = bench_json(r);
   const auto& beside = j["bandwidth_beside_decode"];
   ASSERT_TRUE(beside.is_object()) << j.dump();
   // Three passes before each of the two repetitions and after the last.
@@ -275,7 +279,7 @@ TEST(Bench, RooflineBandwidthIsReadBesideTheBatchOneDecode) {
   const CliResult r2 =
       run_cli("bench -m " + dir + " -p 0 -n 2 --batch 2 --reps 1 -t 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json");
   ASSERT_EQ(r2.code, 0) << r2.out;
-  const auto j2 = nlohmann::json::parse(r2.out.substr(r2.out.rfind("\n{") + 1));
+  const auto j2 = bench_json(r2);
   EXPECT_FALSE(j2.contains("bandwidth_beside_decode"));
   EXPECT_EQ(j2["roofline"]["bandwidth_basis"], "end-of-run probe");
 }
@@ -287,7 +291,7 @@ TEST(Bench, DepthStartsEveryTestFromAPrefilledContext) {
   auto run = [&](const std::string& depth) {
     const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 --batch 1,2 --reps 2 --bandwidth-mib 16 --bandwidth-seconds 0 --json" + depth);
     EXPECT_EQ(r.code, 0) << r.out;
-    return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+    return bench_json(r);
   };
   const auto flat = run("");
   const auto deep = run(" -d 40");
@@ -345,7 +349,7 @@ TEST(Bench, SixteenBitKvCacheHalvesTheCacheBytes) {
   auto run = [&](const std::string& flag) {
     const CliResult r = run_cli("bench -m " + dir + " -p 4 -n 3 -d 40 --reps 1 --bandwidth-mib 16 --bandwidth-seconds 0 --json" + flag);
     EXPECT_EQ(r.code, 0) << r.out;
-    return nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+    return bench_json(r);
   };
   const auto f32 = run(""), f16 = run(" --kv-cache-dtype f16"), bf16 = run(" --kv-cache-dtype bfloat16");
   EXPECT_EQ(f32["kv_cache_dtype"], "f32");

@@ -71,7 +71,8 @@ TEST(AmxSplitActivations, DenseThreePartsMatchFp32Kernels) {
 // Dense BF16 rows load as tiles straight from the weights when k is a multiple of 32 (k = 512),
 // through the padded scratch copy otherwise (k = 528); a last partial 32-row block (n = 70) is
 // copied either way. 16 tokens and fewer fill one B tile of the pair, whose other half is
-// skipped (batched decode's lm_head); 17, 40 and 48 tokens end in a half-filled or empty one.
+// skipped (batched decode's lm_head); 17, 40 and 48 tokens end in a half-filled or empty one. Up
+// to 32 tokens a block has one pass, which prefetches its rows ahead (compute_block).
 TEST(AmxSplitActivations, DenseTilesMatchWithAndWithoutTheScratchCopy) {
   if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 here";
   Rng rng(31);
